@@ -91,9 +91,16 @@ type FenceWord interface {
 // batch and returns an error at once for a bad command or a closed queue;
 // otherwise done is called exactly once, from a goroutine of the backend,
 // when the batch has completed (nil) or failed (the first command's error;
-// the commands after it in that batch do not run). Close waits for
-// submitted batches to finish, up to the context's deadline; batches still
-// queued then complete with ErrClosed. Methods are safe for concurrent use.
+// the commands after it in that batch do not run). done must not block for
+// long: it runs on the backend's completion path.
+//
+// Close stops accepting batches (Submit then returns ErrClosed) and waits
+// for the submitted ones to finish, up to ctx's deadline. If ctx expires
+// first, the queue releases every word named by a WaitValue it has not yet
+// passed (it stores StopValue, R5) so that the device drains, completes
+// every unfinished batch with ErrClosed, and returns an error wrapping
+// ctx.Err(). Close never blocks past ctx by more than the time the device
+// needs to drain after that release. Methods are safe for concurrent use.
 type Queue interface {
 	Submit(batch []Command, done func(error)) error
 	Close(ctx context.Context) error
