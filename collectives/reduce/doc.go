@@ -1,0 +1,14 @@
+// Package reduce holds the CPU reduction kernels the collectives run on host
+// memory: dst[i] = dst[i] op src[i] (Into) and dst[i] = s0[i] op s1[i] op ...
+// (Many), for every reduce op (Sum, Prod, Min, Max) and every gpu.DType.
+//
+// Buffers are raw little-endian element bytes. Integers wrap (two's
+// complement). Float Min and Max return NaN when either operand is NaN; the
+// sign of a zero result of Min/Max(+0, -0) is unspecified. float16 and
+// bfloat16 are widened to float32, computed, and rounded once per element
+// (per call for Into, per element over all inputs for Many).
+//
+// On amd64 float32 and float64 run through AVX2 or AVX-512 assembly
+// (generated with avo, see internal/asmgen), chosen at run time; the pure-Go
+// kernels are used elsewhere, on CPUs without AVX2, and under the purego tag.
+package reduce

@@ -1,0 +1,220 @@
+package reduce
+
+import (
+	"encoding/binary"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/gpu/half"
+)
+
+// This file holds the test reference: element codecs and a scalar
+// implementation of every op computed in float64 or exact big-integer
+// arithmetic, independent of the kernels under test.
+
+// testLengths are the element counts every kernel is checked at: empty,
+// below, at and around the vector widths, and long with an odd tail.
+var testLengths = []int{0, 1, 7, 8, 15, 16, 17, 1023, 1024 + 13}
+
+// getF reads element i of b (float dtype dt) as float64, exactly.
+func getF(dt gpu.DType, b []byte, i int) float64 {
+	switch dt {
+	case gpu.Float32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	case gpu.Float64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	case gpu.Float16:
+		return float64(half.Float16(binary.LittleEndian.Uint16(b[2*i:])).Float32())
+	case gpu.BFloat16:
+		return float64(half.BFloat16(binary.LittleEndian.Uint16(b[2*i:])).Float32())
+	}
+	panic("getF: " + dt.String())
+}
+
+// putF rounds v to dt and stores it as element i of b. For the 16-bit types
+// v is first rounded to float32, the precision the kernels compute in.
+func putF(dt gpu.DType, b []byte, i int, v float64) {
+	switch dt {
+	case gpu.Float32:
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
+	case gpu.Float64:
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+	case gpu.Float16:
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(half.F16(float32(v))))
+	case gpu.BFloat16:
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(half.BF16(float32(v))))
+	default:
+		panic("putF: " + dt.String())
+	}
+}
+
+// getI reads element i of b (integer dtype dt) as an exact big.Int.
+func getI(dt gpu.DType, b []byte, i int) *big.Int {
+	switch dt {
+	case gpu.Int8:
+		return big.NewInt(int64(int8(b[i])))
+	case gpu.Uint8:
+		return big.NewInt(int64(b[i]))
+	case gpu.Int16:
+		return big.NewInt(int64(int16(binary.LittleEndian.Uint16(b[2*i:]))))
+	case gpu.Int32:
+		return big.NewInt(int64(int32(binary.LittleEndian.Uint32(b[4*i:]))))
+	case gpu.Int64:
+		return big.NewInt(int64(binary.LittleEndian.Uint64(b[8*i:])))
+	}
+	panic("getI: " + dt.String())
+}
+
+// putI stores v modulo 2^bits (two's complement wrap) as element i of b.
+func putI(dt gpu.DType, b []byte, i int, v *big.Int) {
+	bits := uint(8 * dt.Size())
+	m := new(big.Int).Lsh(big.NewInt(1), bits)
+	w := new(big.Int).Mod(v, m).Uint64() // in [0, 2^bits)
+	switch dt.Size() {
+	case 1:
+		b[i] = byte(w)
+	case 2:
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(w))
+	case 4:
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(w))
+	case 8:
+		binary.LittleEndian.PutUint64(b[8*i:], w)
+	}
+}
+
+// refF applies op to a and b in float64 with the package's NaN rule, then
+// rounds to the precision the kernel computes in (float64 for Float64,
+// float32 otherwise). Rounding an exact-in-double result of +,* on float32
+// inputs to float32 gives the correctly rounded float32 result.
+func refF(op Op, dt gpu.DType, a, b float64) float64 {
+	var r float64
+	switch {
+	case op == Sum:
+		r = a + b
+	case op == Prod:
+		r = a * b
+	case math.IsNaN(a) || math.IsNaN(b):
+		r = math.NaN()
+	case op == Min:
+		r = math.Min(a, b)
+	case op == Max:
+		r = math.Max(a, b)
+	}
+	if dt != gpu.Float64 {
+		r = float64(float32(r))
+	}
+	return r
+}
+
+// refI applies op to a and b exactly.
+func refI(op Op, a, b *big.Int) *big.Int {
+	switch op {
+	case Sum:
+		return new(big.Int).Add(a, b)
+	case Prod:
+		return new(big.Int).Mul(a, b)
+	case Min:
+		if a.Cmp(b) <= 0 {
+			return a
+		}
+		return b
+	case Max:
+		if a.Cmp(b) >= 0 {
+			return a
+		}
+		return b
+	}
+	panic("refI: " + op.String())
+}
+
+// refMany computes the expected result of Many(op, dt, _, srcs...) into a
+// fresh buffer: left to right, in float32 (float64 for Float64) with a
+// single final rounding for the 16-bit types; exact and wrapped for integers.
+func refMany(op Op, dt gpu.DType, srcs ...[]byte) []byte {
+	out := make([]byte, len(srcs[0]))
+	n := len(out) / dt.Size()
+	for i := 0; i < n; i++ {
+		if dt.IsFloat() {
+			acc := getF(dt, srcs[0], i)
+			for _, s := range srcs[1:] {
+				acc = refF(op, dt, acc, getF(dt, s, i))
+			}
+			putF(dt, out, i, acc)
+			continue
+		}
+		acc := getI(dt, srcs[0], i)
+		for _, s := range srcs[1:] {
+			acc = refI(op, acc, getI(dt, s, i))
+		}
+		putI(dt, out, i, acc)
+	}
+	return out
+}
+
+// randBuf returns n random elements of dt. Floats mix ordinary values
+// (small, so products stay finite) with random bit patterns, which include
+// NaN, infinities, zeros of both signs and subnormals.
+func randBuf(r *rand.Rand, dt gpu.DType, n int) []byte {
+	b := make([]byte, n*dt.Size())
+	if !dt.IsFloat() {
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	for i := 0; i < n; i++ {
+		switch r.IntN(10) {
+		case 0: // any bit pattern
+			switch dt.Size() {
+			case 2:
+				binary.LittleEndian.PutUint16(b[2*i:], uint16(r.Uint32()))
+			case 4:
+				binary.LittleEndian.PutUint32(b[4*i:], r.Uint32())
+			case 8:
+				binary.LittleEndian.PutUint64(b[8*i:], r.Uint64())
+			}
+		case 1:
+			putF(dt, b, i, [...]float64{0, math.Copysign(0, -1), 1, -1, math.Inf(1), math.Inf(-1)}[r.IntN(6)])
+		default:
+			putF(dt, b, i, (r.Float64()*2-1)*8)
+		}
+	}
+	return b
+}
+
+// sameResult reports whether got and want hold the same elements of dt:
+// equal bits, or both NaN, or (for Min/Max) zeros of either sign.
+func sameResult(t *testing.T, op Op, dt gpu.DType, got, want []byte) bool {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("length %d, want %d", len(got), len(want))
+		return false
+	}
+	n := len(got) / dt.Size()
+	bad := 0
+	for i := 0; i < n; i++ {
+		sz := dt.Size()
+		if string(got[i*sz:(i+1)*sz]) == string(want[i*sz:(i+1)*sz]) {
+			continue
+		}
+		if dt.IsFloat() {
+			g, w := getF(dt, got, i), getF(dt, want, i)
+			if math.IsNaN(g) && math.IsNaN(w) {
+				continue
+			}
+			if (op == Min || op == Max) && g == 0 && w == 0 {
+				continue
+			}
+			t.Errorf("%s %s element %d of %d: got %v, want %v", op, dt, i, n, g, w)
+		} else {
+			t.Errorf("%s %s element %d of %d: got %v, want %v", op, dt, i, n, getI(dt, got, i), getI(dt, want, i))
+		}
+		if bad++; bad > 5 {
+			return false
+		}
+	}
+	return bad == 0
+}
