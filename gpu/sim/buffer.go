@@ -1,0 +1,65 @@
+package sim
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// align is the alignment of every buffer's first byte: a cache line, so
+// kernels may view any buffer as a slice of any element type.
+const align = 64
+
+// buffer is a sim gpu.Buffer: a 64-byte aligned Go byte slice that the CPU
+// and the device's queues share, whatever its MemKind. Free is idempotent;
+// after it Bytes returns nil and a command naming the buffer fails with
+// gpu.ErrClosed. The memory itself is reclaimed by the Go collector once
+// nothing references the buffer, so a kernel racing with Free (a caller
+// bug) never touches foreign memory.
+type buffer struct {
+	dev   *Device
+	data  []byte // len == cap == n, never changed after newBuffer
+	n     int
+	kind  gpu.MemKind
+	freed atomic.Bool
+}
+
+var _ gpu.Buffer = (*buffer)(nil)
+
+func newBuffer(d *Device, n int, kind gpu.MemKind) *buffer {
+	raw := make([]byte, n+align-1)
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(raw))) % align); r != 0 {
+		off = align - r
+	}
+	return &buffer{dev: d, data: raw[off : off+n : off+n], n: n, kind: kind}
+}
+
+// Len implements gpu.Buffer.
+func (b *buffer) Len() int { return b.n }
+
+// Kind implements gpu.Buffer.
+func (b *buffer) Kind() gpu.MemKind { return b.kind }
+
+// Bytes implements gpu.Buffer: the shared memory for both kinds, nil once
+// freed.
+func (b *buffer) Bytes() []byte {
+	if b.freed.Load() {
+		return nil
+	}
+	return b.data
+}
+
+// Free implements gpu.Buffer.
+func (b *buffer) Free() error {
+	b.free()
+	return nil
+}
+
+func (b *buffer) free() {
+	if b.freed.Swap(true) {
+		return
+	}
+	b.dev.forgetBuffer(b)
+}

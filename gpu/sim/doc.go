@@ -1,0 +1,39 @@
+// Package sim is choreo's embedded software GPU: a gpu backend that runs
+// every queue on its own goroutine over ordinary Go memory. It needs no
+// hardware, registers itself as "sim" with the lowest priority, so
+// gpu.Open("auto") falls back to it, and it is what CI runs.
+//
+// Model:
+//   - A Device is self-contained: every Open (or New) returns a fresh device
+//     that shares nothing with the others, so several runtimes may live in
+//     one process.
+//   - Buffers of both kinds are Go memory that the CPU and the "GPU" share;
+//     Bytes returns the slice for DeviceMem and HostMem alike
+//     (Properties.HostVisibleDeviceMem is true). Buffers are 64-byte aligned,
+//     so kernels reinterpret them as []float64, []int64 and so on.
+//   - A Queue is one goroutine that runs submitted batches strictly in
+//     submission order, and the commands of a batch in slice order. Submit
+//     never blocks for long: the FIFO is unbounded. A failing command stops
+//     its batch; done gets its error, wrapped as "sim: <op>: command <i>: ...".
+//   - A FenceWord is an atomic uint32 with a wake-up: every write (Store,
+//     WriteValue, Reset, Free) wakes the GPU and CPU waiters on that word.
+//     Waiters spin briefly before they park, which keeps a CPU->GPU->CPU
+//     fence round trip in the microseconds.
+//
+// Kernel arithmetic rules (every backend must follow the same ones; the
+// conformance suite gpu/gputest checks them):
+//   - float32 and float64 compute in their own precision; Arange computes
+//     Start + i*Step in float64 and rounds once to the element type.
+//   - float16 and bfloat16 compute in float32 (Arange in float64) and round
+//     once to 16 bits, to nearest even.
+//   - Integer types wrap around in two's complement.
+//   - Fill and Arange on an integer type with integer Scalars are exact
+//     (int64 arithmetic, then wrapped to the element width). If any Scalar
+//     is a float, the value (Start + i*Step for Arange) is computed in
+//     float64 and converted by truncation toward zero, saturating at the
+//     int64 limits (NaN gives 0), then wrapped to the element width.
+//   - Scale on an integer type with an integer factor multiplies exactly
+//     (wrapping); with a float factor it computes float64(x)*f and converts
+//     it as above (truncation toward zero, saturation, wrap).
+//   - Scalars given to a float type are converted with Scalar.Float64.
+package sim

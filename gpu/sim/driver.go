@@ -1,0 +1,73 @@
+package sim
+
+import (
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// Name is the backend name the sim driver registers under.
+const Name = "sim"
+
+// DefaultMemoryBytes is the memory a sim device reports and lets be
+// allocated unless WithMemoryBytes or CHOREO_SIM_MEMORY_BYTES says otherwise.
+const DefaultMemoryBytes uint64 = 16 << 30
+
+// DefaultCloseTimeout bounds how long Device.Close waits for each queue to
+// drain before it releases the queue's fence waits (see Queue.Close).
+const DefaultCloseTimeout = 2 * time.Second
+
+// MemoryEnv names the environment variable that overrides the memory size
+// of devices opened through the driver (gpu.Open("sim")), in bytes.
+const MemoryEnv = "CHOREO_SIM_MEMORY_BYTES"
+
+func init() { gpu.Register(Name, Driver{}) }
+
+// Driver opens sim devices. It keeps no state: every Open returns a new,
+// independent Device. Its priority is 0, the lowest, so "auto" picks any
+// hardware backend that opens before it.
+type Driver struct{}
+
+// Open returns a new sim device with the default options; the memory size
+// may be overridden by the CHOREO_SIM_MEMORY_BYTES environment variable.
+func (Driver) Open() (gpu.Device, error) {
+	var opts []Option
+	if s := os.Getenv(MemoryEnv); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil, &configError{what: MemoryEnv + "=" + s, err: err}
+		}
+		opts = append(opts, WithMemoryBytes(n))
+	}
+	return New(opts...)
+}
+
+// Priority implements gpu.Driver: 0, the lowest.
+func (Driver) Priority() int { return 0 }
+
+// Option configures a device made by New.
+type Option func(*config)
+
+type config struct {
+	memoryBytes  uint64
+	closeTimeout time.Duration
+}
+
+// WithMemoryBytes sets the memory size the device reports and enforces:
+// Alloc fails with gpu.ErrOutOfMemory beyond it.
+func WithMemoryBytes(n uint64) Option { return func(c *config) { c.memoryBytes = n } }
+
+// WithCloseTimeout sets how long Device.Close waits for each queue to drain
+// before it releases the queue's pending fence waits.
+func WithCloseTimeout(d time.Duration) Option { return func(c *config) { c.closeTimeout = d } }
+
+// New returns a new, independent sim device.
+func New(opts ...Option) (*Device, error) {
+	c := config{memoryBytes: DefaultMemoryBytes, closeTimeout: DefaultCloseTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	return newDevice(c), nil
+}

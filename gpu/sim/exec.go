@@ -1,0 +1,223 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// opName is the short name of a command in error messages.
+func opName(c gpu.Command) string {
+	switch c.(type) {
+	case gpu.Fill:
+		return "fill"
+	case gpu.Arange:
+		return "arange"
+	case gpu.Copy:
+		return "copy"
+	case gpu.Add:
+		return "add"
+	case gpu.Scale:
+		return "scale"
+	case gpu.WaitValue:
+		return "wait"
+	case gpu.WriteValue:
+		return "write"
+	}
+	return fmt.Sprintf("%T", c)
+}
+
+// checkOwned verifies, after gpu.ValidateBatch, that the batch names only
+// buffers and words of this device that are still live, and only command
+// types the sim knows. Errors wrap gpu.ErrBadArgument (foreign object or
+// unknown command) or gpu.ErrClosed (freed object).
+func (q *queue) checkOwned(cmds []gpu.Command) error {
+	for i, c := range cmds {
+		var err error
+		switch c := c.(type) {
+		case gpu.Fill:
+			err = q.ownBuffer(c.Dst, "dst")
+		case gpu.Arange:
+			err = q.ownBuffer(c.Dst, "dst")
+		case gpu.Copy:
+			err = q.ownBuffers(c.Dst, "dst", c.Src, "src", nil, "")
+		case gpu.Add:
+			err = q.ownBuffers(c.Dst, "dst", c.A, "a", c.B, "b")
+		case gpu.Scale:
+			err = q.ownBuffers(c.Dst, "dst", c.Src, "src", nil, "")
+		case gpu.WaitValue:
+			err = q.ownWord(c.Word)
+		case gpu.WriteValue:
+			err = q.ownWord(c.Word)
+		default:
+			err = fmt.Errorf("unknown command type: %w", gpu.ErrBadArgument)
+		}
+		if err != nil {
+			return fmt.Errorf("sim: submit: %s: command %d: %w", opName(c), i, err)
+		}
+	}
+	return nil
+}
+
+func (q *queue) ownBuffers(b1 gpu.Buffer, n1 string, b2 gpu.Buffer, n2 string, b3 gpu.Buffer, n3 string) error {
+	if err := q.ownBuffer(b1, n1); err != nil {
+		return err
+	}
+	if err := q.ownBuffer(b2, n2); err != nil {
+		return err
+	}
+	if b3 == nil {
+		return nil
+	}
+	return q.ownBuffer(b3, n3)
+}
+
+func (q *queue) ownBuffer(b gpu.Buffer, name string) error {
+	sb, ok := b.(*buffer)
+	if !ok {
+		return fmt.Errorf("%s buffer is a %T, not a sim buffer: %w", name, b, gpu.ErrBadArgument)
+	}
+	if sb.dev != q.dev {
+		return fmt.Errorf("%s buffer belongs to another device: %w", name, gpu.ErrBadArgument)
+	}
+	if sb.freed.Load() {
+		return fmt.Errorf("%s buffer freed: %w", name, gpu.ErrClosed)
+	}
+	return nil
+}
+
+func (q *queue) ownWord(fw gpu.FenceWord) error {
+	w, ok := fw.(*word)
+	if !ok {
+		return fmt.Errorf("fence word is a %T, not a sim word: %w", fw, gpu.ErrBadArgument)
+	}
+	if w.dev != q.dev {
+		return fmt.Errorf("fence word belongs to another device: %w", gpu.ErrBadArgument)
+	}
+	if w.freed.Load() {
+		return fmt.Errorf("fence word freed: %w", gpu.ErrClosed)
+	}
+	return nil
+}
+
+// live returns the memory of a buffer checked by checkOwned, or an error
+// wrapping gpu.ErrClosed if it was freed since.
+func live(b gpu.Buffer, name string) ([]byte, error) {
+	sb := b.(*buffer)
+	if sb.freed.Load() {
+		return nil, fmt.Errorf("%s buffer freed: %w", name, gpu.ErrClosed)
+	}
+	return sb.data, nil
+}
+
+// exec runs the commands of one batch in order and stops at the first
+// error, which it returns as "sim: <op>: command <i>: <cause>".
+func (q *queue) exec(cmds []gpu.Command) error {
+	if q.aborted.Load() {
+		return errClosedf("queue closed before the batch ran")
+	}
+	for i, c := range cmds {
+		if q.aborted.Load() {
+			return errClosedf("%s: command %d: queue closed before it ran", opName(c), i)
+		}
+		if err := q.exec1(i, c); err != nil {
+			return fmt.Errorf("sim: %s: command %d: %w", opName(c), i, err)
+		}
+	}
+	return nil
+}
+
+// exec1 runs one command that checkOwned accepted.
+func (q *queue) exec1(i int, c gpu.Command) error {
+	switch c := c.(type) {
+	case gpu.Fill:
+		dst, err := live(c.Dst, "dst")
+		if err != nil {
+			return err
+		}
+		fill(c.DType, dst, c.N, c.Value)
+	case gpu.Arange:
+		dst, err := live(c.Dst, "dst")
+		if err != nil {
+			return err
+		}
+		arange(c.DType, dst, c.N, c.Start, c.Step)
+	case gpu.Copy:
+		dst, err := live(c.Dst, "dst")
+		if err != nil {
+			return err
+		}
+		src, err := live(c.Src, "src")
+		if err != nil {
+			return err
+		}
+		copy(dst[c.DstOff:c.DstOff+c.Bytes], src[c.SrcOff:c.SrcOff+c.Bytes])
+	case gpu.Add:
+		dst, err := live(c.Dst, "dst")
+		if err != nil {
+			return err
+		}
+		a, err := live(c.A, "a")
+		if err != nil {
+			return err
+		}
+		b, err := live(c.B, "b")
+		if err != nil {
+			return err
+		}
+		add(c.DType, dst, a, b, c.N)
+	case gpu.Scale:
+		dst, err := live(c.Dst, "dst")
+		if err != nil {
+			return err
+		}
+		src, err := live(c.Src, "src")
+		if err != nil {
+			return err
+		}
+		scale(c.DType, dst, src, c.N, c.Factor)
+	case gpu.WaitValue:
+		return q.waitValue(i, c.Word.(*word), c.Value)
+	case gpu.WriteValue:
+		w := c.Word.(*word)
+		if w.freed.Load() {
+			return fmt.Errorf("fence word freed: %w", gpu.ErrClosed)
+		}
+		w.raise(c.Value)
+	}
+	return nil
+}
+
+// waitValue holds the worker until w >= v: a short poll, then parked on the
+// word's wake-up. It fails with ErrClosed if the word is freed or the queue
+// is aborted (Close past its deadline), also when the abort's StopValue is
+// what satisfied the wait, so a batch cut short never reports success.
+func (q *queue) waitValue(i int, w *word, v uint32) error {
+	q.waitAt.Store(int64(i))
+	defer q.waitAt.Store(int64(i) + 1)
+	if !w.reached(v) {
+		spinUntil(func() bool { return w.reached(v) || w.freed.Load() || q.aborted.Load() })
+	}
+	for !w.reached(v) {
+		if w.freed.Load() {
+			return fmt.Errorf("fence word freed while waiting for %d: %w", v, gpu.ErrClosed)
+		}
+		if q.aborted.Load() {
+			break
+		}
+		ch := w.arm()
+		if w.reached(v) || w.freed.Load() {
+			w.disarm()
+			continue
+		}
+		select {
+		case <-ch:
+		case <-q.abortCh:
+		}
+		w.disarm()
+	}
+	if q.aborted.Load() {
+		return fmt.Errorf("queue closed while waiting for %d (word at %d): %w", v, w.v.Load(), gpu.ErrClosed)
+	}
+	return nil
+}

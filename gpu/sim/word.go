@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// word is a sim gpu.FenceWord: an atomic uint32 plus a wake-up that every
+// write (Store, WriteValue, Reset, Free) fires. Waiters, on the CPU (Wait)
+// or on a queue (WaitValue), first spin briefly, then park on a channel
+// that the next write closes. Writes that raise nothing (Store of a smaller
+// value) wake no one. After Free, waits on the word fail with gpu.ErrClosed
+// while Load and Store keep working on the still-valid memory.
+type word struct {
+	dev     *Device
+	v       atomic.Uint32
+	waiters atomic.Int32 // parked or parking waiters
+	freed   atomic.Bool
+
+	mu sync.Mutex
+	ch chan struct{} // closed by the next write; nil when no one waits
+}
+
+var _ gpu.FenceWord = (*word)(nil)
+
+func newWord(d *Device) *word { return &word{dev: d} }
+
+// Load implements gpu.FenceWord.
+func (w *word) Load() uint32 { return w.v.Load() }
+
+// Store implements gpu.FenceWord: word = max(word, v).
+func (w *word) Store(v uint32) { w.raise(v) }
+
+// raise stores max(word, v) and wakes the waiters if the word changed.
+func (w *word) raise(v uint32) {
+	for {
+		old := w.v.Load()
+		if old >= v {
+			return
+		}
+		if w.v.CompareAndSwap(old, v) {
+			w.wake()
+			return
+		}
+	}
+}
+
+// Reset implements gpu.FenceWord.
+func (w *word) Reset() {
+	w.v.Store(0)
+	w.wake()
+}
+
+// Free implements gpu.FenceWord: waits on the word fail with ErrClosed.
+func (w *word) Free() { w.free() }
+
+func (w *word) free() {
+	if w.freed.Swap(true) {
+		return
+	}
+	w.wake()
+	w.dev.forgetWord(w)
+}
+
+// wake closes the current wait channel, if anyone may be waiting. The
+// atomic store that precedes it and the waiters counter that arm raises
+// before it reads the word make a lost wake-up impossible: either the
+// writer sees the waiter, or the waiter sees the new value.
+func (w *word) wake() {
+	if w.waiters.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+	w.mu.Unlock()
+}
+
+// arm registers a waiter and returns the channel the next write closes.
+// The caller must re-check the word after arm and call disarm when done.
+func (w *word) arm() <-chan struct{} {
+	w.waiters.Add(1)
+	w.mu.Lock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	ch := w.ch
+	w.mu.Unlock()
+	return ch
+}
+
+func (w *word) disarm() { w.waiters.Add(-1) }
+
+// reached reports whether the word is >= v.
+func (w *word) reached(v uint32) bool { return w.v.Load() >= v }
+
+// Wait implements gpu.FenceWord: nil at once if the word is >= v; else it
+// spins briefly and then parks until a write satisfies it, ctx is done
+// (error wraps ctx.Err()), cancel is closed (error wraps gpu.ErrCanceled)
+// or the word is freed (error wraps gpu.ErrClosed).
+func (w *word) Wait(ctx context.Context, v uint32, cancel <-chan struct{}) error {
+	if w.reached(v) {
+		return nil
+	}
+	if spinUntil(func() bool { return w.reached(v) || w.freed.Load() }) && w.reached(v) {
+		return nil
+	}
+	done := ctx.Done()
+	for {
+		if w.reached(v) {
+			return nil
+		}
+		if w.freed.Load() {
+			return errClosedf("fence wait for %d: word freed", v)
+		}
+		ch := w.arm()
+		if w.reached(v) || w.freed.Load() {
+			w.disarm()
+			continue
+		}
+		select {
+		case <-ch:
+			w.disarm()
+		case <-done:
+			w.disarm()
+			if w.reached(v) {
+				return nil
+			}
+			return fmt.Errorf("sim: fence wait for %d (word at %d): %w", v, w.v.Load(), ctx.Err())
+		case <-cancel:
+			w.disarm()
+			if w.reached(v) {
+				return nil
+			}
+			return fmt.Errorf("sim: fence wait for %d (word at %d): %w", v, w.v.Load(), gpu.ErrCanceled)
+		}
+	}
+}
