@@ -1,0 +1,71 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error a Transport returns wraps one of them (or
+// context.Canceled), together with the rank, the peer and the tag involved,
+// so callers test them with errors.Is.
+var (
+	// ErrPeerLost: the peer closed, died or became unreachable.
+	ErrPeerLost = errors.New("peer lost")
+	// ErrAborted: the collective (Group, Seq) was aborted by some rank;
+	// errors.As with *AbortError gives the origin rank and the cause.
+	ErrAborted = errors.New("aborted")
+	// ErrClosed: this endpoint was closed.
+	ErrClosed = errors.New("transport closed")
+	// ErrSizeMismatch: a message's size differs from the receive buffer's.
+	ErrSizeMismatch = errors.New("message size mismatch")
+	// ErrBadPeer: a peer rank out of range, or this rank itself.
+	ErrBadPeer = errors.New("bad peer rank")
+	// ErrTimeout: the context's deadline passed; such errors also wrap
+	// context.DeadlineExceeded.
+	ErrTimeout = errors.New("timeout")
+	// ErrBadArgument: a call had a malformed argument (for example the same
+	// rank exposing twice under one tag).
+	ErrBadArgument = errors.New("bad argument")
+)
+
+// AbortError is the error an operation fails with when its collective was
+// aborted. It matches ErrAborted with errors.Is and unwraps to Cause, so
+// errors.Is also finds the cause's sentinels where the transport could keep
+// the cause's identity (in-process it does; a network transport carries
+// only its text).
+type AbortError struct {
+	// Origin is the rank that called Abort.
+	Origin int
+	// Group and Seq name the aborted collective.
+	Group, Seq uint64
+	// Cause is the error the origin gave to Abort (never nil).
+	Cause error
+}
+
+func (e *AbortError) Error() string {
+	return fmt.Sprintf("collective (group %d seq %d) aborted by rank %d: %v", e.Group, e.Seq, e.Origin, e.Cause)
+}
+
+// Is makes errors.Is(err, ErrAborted) true.
+func (e *AbortError) Is(target error) bool { return target == ErrAborted }
+
+// Unwrap returns the cause.
+func (e *AbortError) Unwrap() error { return e.Cause }
+
+// CtxError turns a finished context's error into the transport's form:
+// a deadline wraps both ErrTimeout and context.DeadlineExceeded, a
+// cancellation wraps context.Canceled (and its cause if one was given).
+func CtxError(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	if c := context.Cause(ctx); c != nil && c != err {
+		return fmt.Errorf("%w: %w", err, c)
+	}
+	return err
+}

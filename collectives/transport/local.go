@@ -1,0 +1,306 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// abortMemory is how many aborted collectives a Hub remembers.
+const abortMemory = 1 << 14
+
+// Hub connects the ranks of one in-process group. Send and Recv meet at the
+// hub (a rendezvous): whichever side arrives second copies the bytes straight
+// from the sender's slice into the receiver's, once, with no intermediate
+// buffer, and outside the hub's lock. The Hub starts no goroutines.
+type Hub struct {
+	n int
+
+	mu      sync.Mutex
+	closed  []bool
+	queues  map[matchKey]*queue
+	aborted map[collKey]*AbortError
+	order   []collKey // aborted keys, oldest first, for the bounded memory
+	windows map[Tag]*window
+}
+
+// matchKey names one stream of messages.
+type matchKey struct {
+	src, dst int
+	tag      Tag
+}
+
+// collKey names one collective, the unit Abort acts on.
+type collKey struct{ group, seq uint64 }
+
+func keyOf(t Tag) collKey { return collKey{t.Group, t.Seq} }
+
+// queue holds the unmatched operations of one matchKey; at most one of the
+// two lists is non-empty.
+type queue struct {
+	sends, recvs []*pending
+}
+
+// pending is a posted Send or Recv waiting for its partner. done receives
+// exactly one value, from whoever completes or fails it.
+type pending struct {
+	buf  []byte
+	done chan error
+}
+
+// NewHub returns a hub for a group of n ranks (n >= 1).
+func NewHub(n int) *Hub {
+	if n < 1 {
+		n = 1
+	}
+	return &Hub{
+		n:       n,
+		closed:  make([]bool, n),
+		queues:  make(map[matchKey]*queue),
+		aborted: make(map[collKey]*AbortError),
+		windows: make(map[Tag]*window),
+	}
+}
+
+// Endpoint returns rank's Transport (which also implements PeerAccess).
+func (h *Hub) Endpoint(rank int) Transport { return &local{hub: h, rank: rank} }
+
+// NewLocal returns the endpoints of a new in-process group of n ranks,
+// indexed by rank. Each implements Transport and PeerAccess.
+func NewLocal(n int) []Transport {
+	h := NewHub(n)
+	ts := make([]Transport, h.n)
+	for i := range ts {
+		ts[i] = h.Endpoint(i)
+	}
+	return ts
+}
+
+// local is one rank's endpoint on a Hub.
+type local struct {
+	hub  *Hub
+	rank int
+}
+
+var (
+	_ Transport  = (*local)(nil)
+	_ PeerAccess = (*local)(nil)
+)
+
+func (l *local) Rank() int { return l.rank }
+func (l *local) Size() int { return l.hub.n }
+
+func (l *local) Send(ctx context.Context, dst int, tag Tag, data []byte) error {
+	return l.xfer(ctx, true, dst, tag, data)
+}
+
+func (l *local) Recv(ctx context.Context, src int, tag Tag, into []byte) error {
+	return l.xfer(ctx, false, src, tag, into)
+}
+
+// xfer is Send (send == true) or Recv.
+func (l *local) xfer(ctx context.Context, send bool, peer int, tag Tag, buf []byte) (err error) {
+	h := l.hub
+	what := "recv from"
+	if send {
+		what = "send to"
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("transport: rank %d: %s %d %v: %w", l.rank, what, peer, tag, err)
+		}
+	}()
+	if peer < 0 || peer >= h.n || peer == l.rank {
+		return ErrBadPeer
+	}
+	if e := CtxError(ctx); e != nil {
+		return e
+	}
+	k := matchKey{src: l.rank, dst: peer, tag: tag}
+	if !send {
+		k.src, k.dst = peer, l.rank
+	}
+
+	h.mu.Lock()
+	if e := h.checkLocked(l.rank, peer, tag); e != nil {
+		h.mu.Unlock()
+		return e
+	}
+	q := h.queues[k]
+	if q == nil {
+		q = &queue{}
+		h.queues[k] = q
+	}
+	// The partner is waiting: take it and do the copy ourselves.
+	partners := &q.recvs
+	if !send {
+		partners = &q.sends
+	}
+	if len(*partners) > 0 {
+		p := (*partners)[0]
+		(*partners)[0] = nil
+		*partners = (*partners)[1:]
+		h.dropIfEmptyLocked(k, q)
+		h.mu.Unlock()
+		if len(p.buf) != len(buf) {
+			e := fmt.Errorf("%w: sent %d bytes, receive buffer %d", ErrSizeMismatch, sendLen(send, buf, p.buf), recvLen(send, buf, p.buf))
+			p.done <- e
+			return e
+		}
+		if send {
+			copy(p.buf, buf)
+		} else {
+			copy(buf, p.buf)
+		}
+		p.done <- nil
+		return nil
+	}
+	// Wait for the partner.
+	p := &pending{buf: buf, done: make(chan error, 1)}
+	if send {
+		q.sends = append(q.sends, p)
+	} else {
+		q.recvs = append(q.recvs, p)
+	}
+	h.mu.Unlock()
+
+	select {
+	case e := <-p.done:
+		return e
+	case <-ctx.Done():
+	}
+	h.mu.Lock()
+	if q := h.queues[k]; q != nil && (remove(&q.sends, p) || remove(&q.recvs, p)) {
+		h.dropIfEmptyLocked(k, q)
+		h.mu.Unlock()
+		return CtxError(ctx)
+	}
+	h.mu.Unlock()
+	// Already matched: the partner is copying (a bounded memcpy) and will
+	// report the outcome.
+	return <-p.done
+}
+
+func sendLen(send bool, mine, theirs []byte) int {
+	if send {
+		return len(mine)
+	}
+	return len(theirs)
+}
+
+func recvLen(send bool, mine, theirs []byte) int {
+	if send {
+		return len(theirs)
+	}
+	return len(mine)
+}
+
+// checkLocked reports why rank may not start an operation with peer on tag.
+func (h *Hub) checkLocked(rank, peer int, tag Tag) error {
+	if h.closed[rank] {
+		return ErrClosed
+	}
+	if a := h.aborted[keyOf(tag)]; a != nil {
+		return a
+	}
+	if peer >= 0 && h.closed[peer] {
+		return fmt.Errorf("%w: rank %d closed", ErrPeerLost, peer)
+	}
+	return nil
+}
+
+func (h *Hub) dropIfEmptyLocked(k matchKey, q *queue) {
+	if len(q.sends) == 0 && len(q.recvs) == 0 {
+		delete(h.queues, k)
+	}
+}
+
+func remove(list *[]*pending, p *pending) bool {
+	for i, x := range *list {
+		if x == p {
+			*list = append((*list)[:i], (*list)[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// Abort fails the collective (tag.Group, tag.Seq) on every rank of the hub.
+func (l *local) Abort(tag Tag, cause error) {
+	if cause == nil {
+		cause = fmt.Errorf("no cause given")
+	}
+	h := l.hub
+	h.mu.Lock()
+	k := keyOf(tag)
+	if h.aborted[k] != nil {
+		h.mu.Unlock()
+		return
+	}
+	a := &AbortError{Origin: l.rank, Group: tag.Group, Seq: tag.Seq, Cause: cause}
+	h.aborted[k] = a
+	h.order = append(h.order, k)
+	if len(h.order) > abortMemory {
+		delete(h.aborted, h.order[0])
+		h.order = h.order[1:]
+	}
+	for mk, q := range h.queues {
+		if keyOf(mk.tag) == k {
+			failAll(q, a, a)
+			delete(h.queues, mk)
+		}
+	}
+	var ws []*window
+	for t, w := range h.windows {
+		if keyOf(t) == k {
+			ws = append(ws, w)
+			delete(h.windows, t)
+		}
+	}
+	h.mu.Unlock()
+	for _, w := range ws {
+		w.fail(a)
+	}
+}
+
+func failAll(q *queue, sendErr, recvErr error) {
+	for _, p := range q.sends {
+		p.done <- sendErr
+	}
+	for _, p := range q.recvs {
+		p.done <- recvErr
+	}
+}
+
+// Close closes this rank's endpoint.
+func (l *local) Close() error {
+	h := l.hub
+	h.mu.Lock()
+	if h.closed[l.rank] {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed[l.rank] = true
+	lost := fmt.Errorf("%w: rank %d closed", ErrPeerLost, l.rank)
+	for mk, q := range h.queues {
+		switch l.rank {
+		case mk.src: // our sends fail closed, the peer's recvs fail lost
+			failAll(q, ErrClosed, lost)
+		case mk.dst:
+			failAll(q, lost, ErrClosed)
+		default:
+			continue
+		}
+		delete(h.queues, mk)
+	}
+	ws := make([]*window, 0, len(h.windows))
+	for t, w := range h.windows {
+		ws = append(ws, w)
+		delete(h.windows, t)
+	}
+	h.mu.Unlock()
+	for _, w := range ws {
+		w.fail(lost)
+	}
+	return nil
+}
