@@ -1,0 +1,22 @@
+package sim_test
+
+import (
+	"testing"
+
+	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/gpu/gputest"
+	"github.com/choreo-gpu/choreo/gpu/sim"
+)
+
+func openSim(t testing.TB) gpu.Device {
+	dev, err := sim.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
+// TestConformance runs the backend conformance suite against the sim.
+func TestConformance(t *testing.T) {
+	gputest.Run(t, func(t *testing.T) gpu.Device { return openSim(t) })
+}
