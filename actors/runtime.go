@@ -1,0 +1,147 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/choreo-gpu/choreo/fence"
+	"github.com/choreo-gpu/choreo/streams"
+)
+
+// ErrClosed: the runtime is closed or closing.
+var ErrClosed = errors.New("runtime closed")
+
+// Runtime is one choreo node: an ActorSystem, its fence actor and its
+// default communication stream. Several runtimes can live in one process.
+// Close is idempotent, bounded, and returns only when the runtime's actors
+// have stopped; every method is safe for concurrent use.
+type Runtime struct {
+	cfg    config
+	sys    *actor.ActorSystem
+	log    *zap.Logger
+	fences *fence.Manager
+	comm   *streams.Comm
+
+	mu        sync.Mutex
+	closing   bool
+	adopted   []adopted
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// adopted is something the runtime closes when it closes.
+type adopted struct {
+	name string
+	c    streams.Closer
+}
+
+// NewRuntime starts a runtime: the ActorSystem (protoactor's slog bridged
+// into the zap core of WithLogger), the fence actor and the default
+// communication stream.
+func NewRuntime(opts ...Option) (*Runtime, error) {
+	cfg := config{log: zap.NewNop(), closeTimeout: 10 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	log := cfg.log.Named("choreo")
+	if cfg.name != "" {
+		log = log.With(zap.String("runtime", cfg.name))
+	}
+	bridge := slog.New(zapslog.NewHandler(log.Named("protoactor").Core()))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return bridge }))
+	r := &Runtime{cfg: cfg, sys: sys, log: log, done: make(chan struct{})}
+	var err error
+	if r.fences, err = fence.NewManager(r, cfg.fenceOpts...); err != nil {
+		sys.Shutdown()
+		return nil, fmt.Errorf("actors: new runtime: %w", err)
+	}
+	if r.comm, err = streams.NewComm(r, "default"); err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("actors: new runtime: %w", err)
+	}
+	if len(cfg.signals) > 0 {
+		r.watchSignals()
+	}
+	log.Debug("runtime started", zap.String("system", sys.ID))
+	return r, nil
+}
+
+// ActorSystem is the runtime's protoactor system.
+func (r *Runtime) ActorSystem() *actor.ActorSystem { return r.sys }
+
+// Logger is the runtime's logger.
+func (r *Runtime) Logger() *zap.Logger { return r.log }
+
+// Fences is the runtime's fence actor.
+func (r *Runtime) Fences() *fence.Manager { return r.fences }
+
+// Comm is the runtime's default communication stream.
+func (r *Runtime) Comm() *streams.Comm { return r.comm }
+
+// Done is closed once Close has finished.
+func (r *Runtime) Done() <-chan struct{} { return r.done }
+
+// Adopt registers c to be closed when the runtime closes, in reverse order
+// of adoption. It fails with ErrClosed once the runtime is closing.
+func (r *Runtime) Adopt(name string, c streams.Closer) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return fmt.Errorf("actors: adopt %s: %w", name, ErrClosed)
+	}
+	r.adopted = append(r.adopted, adopted{name, c})
+	return nil
+}
+
+// Closed reports whether Close has begun.
+func (r *Runtime) Closed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closing
+}
+
+// Close releases every live fence, closes the streams (newest first) and
+// stops the fence actor, within the close timeout (WithCloseTimeout). Errors
+// of the parts are joined.
+func (r *Runtime) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.closeTimeout)
+	defer cancel()
+	return r.close(ctx)
+}
+
+func (r *Runtime) close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closing = true
+		parts := slices.Clone(r.adopted)
+		r.mu.Unlock()
+		var errs []error
+		n := r.fences.ReleaseAll(ErrClosed) // first: let every GPU wait pass
+		for i := len(parts) - 1; i >= 0; i-- {
+			if err := parts[i].c.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", parts[i].name, err))
+			}
+		}
+		if err := r.fences.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		r.sys.Shutdown()
+		if len(errs) > 0 {
+			r.closeErr = fmt.Errorf("actors: close: %w", errors.Join(errs...))
+		}
+		r.log.Debug("runtime closed", zap.Int("fences_released", n), zap.Error(r.closeErr))
+		close(r.done)
+	})
+	<-r.done
+	return r.closeErr
+}

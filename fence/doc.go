@@ -1,0 +1,20 @@
+// Package fence joins a GPU stream and a communication stream (DESIGN
+// sections 1-2, R1-R11). One fence actor per runtime (the Manager) owns
+// every fence word and hands out one *Fence per choreography:
+//
+//	f, err := rt.Fences().New(dev, fence.WithDeadline(time.Now().Add(time.Minute)))
+//	f.UpdateGPU(s, x)   // GPU: once x is written, raise the GPU word
+//	f.WaitGPU(s, out)   // GPU: hold later work until the CPU word is reached
+//	go task: f.Wait(ctx); ... collective ...; f.Update(); f.Release()
+//
+// A fence has two words, each with one writer (R6): the GPU raises the
+// GPU word (read by CPU waits) and the CPU raises the CPU word (read by GPU
+// waits), so each only grows. Each side counts its own calls and uses the
+// count as the value (R2). Release stores the stop value 0x7FFFFFFF into the
+// CPU word at most once, so every pending and future GPU wait passes, and
+// wakes every CPU wait with an error (R5). A release by failure first marks
+// the outputs the fence guards as failed (R11). A word goes back to the pool
+// only when no queued GPU command names it any more (R9). A watchdog
+// releases fences whose deadline passed (R10), and a fence handle dropped
+// without Release is released by a cleanup (runtime.AddCleanup).
+package fence

@@ -1,0 +1,19 @@
+package fence
+
+import "errors"
+
+// Sentinel errors of the fence layer.
+var (
+	// ErrReleased: the fence was released before the operation could complete.
+	// A release by failure wraps its cause as well.
+	ErrReleased = errors.New("fence released")
+	// ErrTimeout: a wait or the fence's deadline ran out.
+	ErrTimeout = errors.New("fence timeout")
+	// ErrDropped: the handle was garbage-collected without Release.
+	ErrDropped = errors.New("fence handle dropped without Release")
+	// ErrClosed: the fence manager (the runtime) is closed.
+	ErrClosed = errors.New("fence manager closed")
+	// ErrCrossStream: UpdateGPU's input is produced on another stream and is
+	// not yet complete.
+	ErrCrossStream = errors.New("input produced on another stream")
+)

@@ -1,0 +1,293 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/streams"
+)
+
+// Input is a value a GPU-side update waits for: its readiness Event on a
+// GPU stream (arrays implement it).
+type Input interface {
+	Event() streams.Event
+}
+
+// Guarded is an output a GPU-side wait protects: if the fence is released
+// by failure, Fail is called with the cause before any GPU wait passes
+// (R11). Fail must not block or call back into the fence.
+type Guarded interface {
+	Fail(err error)
+}
+
+// noCopy makes go vet's copylocks check report any copy of a Fence (R4).
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// Fence is the single shared handle of one fence (R4): pass the pointer
+// through messages, closures and retries; there is no other handle, and
+// copying the struct is reported by go vet. Its methods are safe for
+// concurrent use. Every path out of a choreography must end in Release or
+// Fail; a handle dropped without either is released by a cleanup.
+type Fence struct {
+	_  noCopy
+	st *state
+}
+
+// pair is the two words of a fence: gpu is written only by GPU commands and
+// read by CPU waits; cpu is written only by the CPU and read by GPU waits.
+type pair struct {
+	gpu, cpu gpu.FenceWord
+}
+
+// state is everything a fence is, apart from its handle; the manager and the
+// cleanup hold it, so the handle can be collected while the fence lives on.
+type state struct {
+	id       uint64
+	name     string
+	mgr      *Manager
+	pool     *pool
+	words    pair
+	deadline time.Time
+	released chan struct{} // closed by release
+
+	mu         sync.Mutex
+	gpuCount   uint32
+	cpuCount   uint32
+	done       bool  // released
+	cause      error // why, for waiters; nil until released
+	pending    int   // queued GPU commands that name the words (R9)
+	returned   bool  // words handed back to the manager
+	guarded    []Guarded
+	maxGPUWait uint32
+	cpuUpdated uint32
+	trace      []Step
+}
+
+// ID is the fence's number, unique within its manager.
+func (f *Fence) ID() uint64 { return f.st.id }
+
+// String names the fence for logs and errors.
+func (f *Fence) String() string { return f.st.name }
+
+// Deadline is when the watchdog releases the fence if nothing else has.
+func (f *Fence) Deadline() time.Time { return f.st.deadline }
+
+// Released reports whether the fence has been released.
+func (f *Fence) Released() bool {
+	select {
+	case <-f.st.released:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err is nil while the fence is live; afterwards an error wrapping
+// ErrReleased (and the cause, for a release by failure).
+func (f *Fence) Err() error {
+	f.st.mu.Lock()
+	defer f.st.mu.Unlock()
+	return f.st.cause
+}
+
+// Trace returns the calls made on the fence so far, GPU-side calls in the
+// order they were encoded and CPU-side calls in the order they were made.
+func (f *Fence) Trace() []Step {
+	f.st.mu.Lock()
+	defer f.st.mu.Unlock()
+	return append([]Step(nil), f.st.trace...)
+}
+
+// UpdateGPU encodes on s, after everything already enqueued there, a raise
+// of the GPU word to the GPU side's next count: the CPU side's matching
+// Wait returns once x (and all earlier work on s) is complete and visible
+// (R7). x may be nil. If x is produced on another stream and not yet
+// complete, UpdateGPU fails with ErrCrossStream.
+func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
+	st := f.st
+	if s == nil {
+		return fmt.Errorf("fence %s: update_gpu: nil stream: %w", st.name, gpu.ErrBadArgument)
+	}
+	if x != nil {
+		if ev := x.Event(); ev.Valid() && ev.Stream() != s && !ev.Done() {
+			return fmt.Errorf("fence %s: update_gpu on %s: %w (%s)", st.name, s.Name(), ErrCrossStream, ev.Stream().Name())
+		}
+	}
+	st.mu.Lock()
+	if st.done {
+		defer st.mu.Unlock()
+		return fmt.Errorf("fence %s: update_gpu: %w", st.name, st.cause)
+	}
+	st.gpuCount++
+	v := st.gpuCount
+	st.trace = append(st.trace, Step{GPUSide, OpUpdate, v})
+	st.pending++
+	st.mu.Unlock()
+	if _, err := s.Enqueue([]gpu.Command{gpu.WriteValue{Word: st.words.gpu, Value: v}}, st.commandDone); err != nil {
+		st.commandDone(err)
+		return fmt.Errorf("fence %s: update_gpu(%d): %w", st.name, v, err)
+	}
+	return nil
+}
+
+// WaitGPU encodes on s a wait for the CPU word to reach the GPU side's next
+// count: every later command on s is held back until the CPU side's
+// matching Update (or a release) (R8). out, if not nil, is failed if the
+// fence is released by failure (R11). The returned Event completes once the
+// stream has passed the wait: it is the readiness of out.
+func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
+	st := f.st
+	if s == nil {
+		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: nil stream: %w", st.name, gpu.ErrBadArgument)
+	}
+	st.mu.Lock()
+	if st.done {
+		cause := st.cause
+		st.mu.Unlock()
+		if out != nil {
+			out.Fail(cause)
+		}
+		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: %w", st.name, cause)
+	}
+	st.gpuCount++
+	v := st.gpuCount
+	st.trace = append(st.trace, Step{GPUSide, OpWait, v})
+	st.maxGPUWait = v
+	if out != nil {
+		st.guarded = append(st.guarded, out)
+	}
+	st.pending++
+	st.mu.Unlock()
+	ev, err := s.Enqueue([]gpu.Command{gpu.WaitValue{Word: st.words.cpu, Value: v}}, st.commandDone)
+	if err != nil {
+		st.commandDone(err)
+		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu(%d): %w", st.name, v, err)
+	}
+	return ev, nil
+}
+
+// Wait blocks until the GPU side's matching UpdateGPU has landed (the CPU
+// side's next count is reached), the fence is released (an error wrapping
+// ErrReleased and the cause), or ctx ends (an error wrapping ErrTimeout and
+// ctx.Err() for a deadline). It never waits without a bound when ctx has
+// one, and the fence's own deadline releases it in any case (R10).
+func (f *Fence) Wait(ctx context.Context) error {
+	st := f.st
+	st.mu.Lock()
+	if st.done {
+		defer st.mu.Unlock()
+		return fmt.Errorf("fence %s: wait: %w", st.name, st.cause)
+	}
+	st.cpuCount++
+	v := st.cpuCount
+	st.trace = append(st.trace, Step{CPUSide, OpWait, v})
+	st.mu.Unlock()
+	err := st.words.gpu.Wait(ctx, v, st.released)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gpu.ErrCanceled):
+		return fmt.Errorf("fence %s: wait(%d): %w", st.name, v, f.Err())
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("fence %s: wait(%d): %w: %w", st.name, v, ErrTimeout, err)
+	default:
+		return fmt.Errorf("fence %s: wait(%d): %w", st.name, v, err)
+	}
+}
+
+// Update raises the CPU word to the CPU side's next count, letting the GPU
+// side's matching WaitGPU pass. After a release it returns the release's
+// error and changes nothing (R5).
+func (f *Fence) Update() error {
+	st := f.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return fmt.Errorf("fence %s: update: %w", st.name, st.cause)
+	}
+	st.cpuCount++
+	v := st.cpuCount
+	st.trace = append(st.trace, Step{CPUSide, OpUpdate, v})
+	st.cpuUpdated = v
+	st.words.cpu.Store(v)
+	return nil
+}
+
+// Release ends the fence normally. If a GPU wait is still waiting for a CPU
+// update that never came, that is a failure: the guarded outputs are failed
+// with ErrReleased. Idempotent; later calls change nothing.
+func (f *Fence) Release() { f.st.release(nil) }
+
+// Fail releases the fence by failure: the guarded outputs fail with an error
+// wrapping ErrReleased and cause (R11), then every wait passes (R5).
+// Idempotent: only the first release counts.
+func (f *Fence) Fail(cause error) {
+	if cause == nil {
+		cause = errors.New("failed")
+	}
+	f.st.release(cause)
+}
+
+// release implements Release and Fail: mark guarded outputs failed, store
+// the stop value once, wake CPU waiters, tell the manager.
+func (st *state) release(cause error) {
+	st.mu.Lock()
+	if st.done {
+		st.mu.Unlock()
+		return
+	}
+	st.done = true
+	if cause == nil && st.cpuUpdated < st.maxGPUWait {
+		cause = fmt.Errorf("released before the CPU update %d the GPU waits for", st.maxGPUWait)
+	}
+	if cause != nil {
+		st.cause = fmt.Errorf("fence %s: %w: %w", st.name, ErrReleased, cause)
+		for _, g := range st.guarded {
+			g.Fail(st.cause)
+		}
+	} else {
+		st.cause = fmt.Errorf("fence %s: %w", st.name, ErrReleased)
+	}
+	st.guarded = nil
+	st.words.cpu.Store(gpu.StopValue)
+	close(st.released)
+	idle := st.takeIdleLocked()
+	st.mu.Unlock()
+	st.mgr.forget(st)
+	if idle {
+		st.mgr.recycle(st)
+	}
+}
+
+// commandDone is the completion callback of every GPU command that names
+// the fence's words. A failed command releases the fence by failure, so the
+// CPU side does not wait for a GPU update that will never come.
+func (st *state) commandDone(err error) {
+	if err != nil {
+		st.release(fmt.Errorf("gpu command failed: %w", err))
+	}
+	st.mu.Lock()
+	st.pending--
+	idle := st.takeIdleLocked()
+	st.mu.Unlock()
+	if idle {
+		st.mgr.recycle(st)
+	}
+}
+
+// takeIdleLocked reports, exactly once, that the fence is released and no
+// queued command names its words any more (R9).
+func (st *state) takeIdleLocked() bool {
+	if st.done && st.pending == 0 && !st.returned {
+		st.returned = true
+		return true
+	}
+	return false
+}

@@ -1,0 +1,63 @@
+package fence
+
+import "time"
+
+// config holds the Manager's settings.
+type config struct {
+	deadline time.Duration // default fence lifetime
+	tick     time.Duration // watchdog period
+	poolSize int           // word pairs kept ready per device
+}
+
+// ManagerOption configures a Manager.
+type ManagerOption func(*config)
+
+// WithDefaultDeadline sets how long a fence may live when New is given no
+// deadline (default one minute).
+func WithDefaultDeadline(d time.Duration) ManagerOption {
+	return func(c *config) {
+		if d > 0 {
+			c.deadline = d
+		}
+	}
+}
+
+// WithWatchdogPeriod sets how often the watchdog looks for fences past their
+// deadline (default 10 ms).
+func WithWatchdogPeriod(d time.Duration) ManagerOption {
+	return func(c *config) {
+		if d > 0 {
+			c.tick = d
+		}
+	}
+}
+
+// WithPoolSize sets how many word pairs per device the fence actor keeps
+// ready, so New needs no actor round trip (default 32).
+func WithPoolSize(n int) ManagerOption {
+	return func(c *config) {
+		if n > 0 {
+			c.poolSize = n
+		}
+	}
+}
+
+// fenceConfig holds one fence's settings.
+type fenceConfig struct {
+	deadline time.Time
+	name     string
+}
+
+// Option configures one fence.
+type Option func(*fenceConfig)
+
+// WithDeadline makes the watchdog release the fence at t (R10).
+func WithDeadline(t time.Time) Option { return func(c *fenceConfig) { c.deadline = t } }
+
+// WithTimeout makes the watchdog release the fence d from now.
+func WithTimeout(d time.Duration) Option {
+	return func(c *fenceConfig) { c.deadline = time.Now().Add(d) }
+}
+
+// WithName labels the fence in logs and errors.
+func WithName(name string) Option { return func(c *fenceConfig) { c.name = name } }

@@ -1,0 +1,56 @@
+// Package testenv gives tests a runtime and a device of the backend picked
+// by the CHOREO_BACKEND environment variable ("sim" by default; "cuda" on a
+// machine with an NVIDIA GPU), so the whole suite runs against any backend.
+package testenv
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/gpu"
+	_ "github.com/choreo-gpu/choreo/gpu/sim" // the default backend
+)
+
+// Backend is the backend name tests use.
+func Backend() string {
+	if b := os.Getenv("CHOREO_BACKEND"); b != "" {
+		return b
+	}
+	return "sim"
+}
+
+// Device opens the test backend's device and closes it when the test ends.
+// A backend that cannot open fails the test (it was asked for by name).
+func Device(t testing.TB) gpu.Device {
+	t.Helper()
+	dev, err := gpu.Open(Backend())
+	if err != nil {
+		t.Fatalf("open backend %q: %v", Backend(), err)
+	}
+	t.Cleanup(func() { _ = dev.Close() })
+	return dev
+}
+
+// Runtime starts a runtime that logs to the test log and closes it when the
+// test ends (before the device closes). CHOREO_TEST_LOG=1 sends the
+// runtime's log to the test log.
+func Runtime(t testing.TB, opts ...actors.Option) *actors.Runtime {
+	t.Helper()
+	if os.Getenv("CHOREO_TEST_LOG") != "" {
+		// Off by default: a log line after the test ended would panic.
+		opts = append([]actors.Option{actors.WithLogger(zaptest.NewLogger(t))}, opts...)
+	}
+	rt, err := actors.NewRuntime(opts...)
+	if err != nil {
+		t.Fatalf("new runtime: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("close runtime: %v", err)
+		}
+	})
+	return rt
+}

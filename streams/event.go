@@ -1,0 +1,57 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+)
+
+// Event marks a point on a GPU stream: it is done once every command
+// enqueued on the stream up to and including the one that produced it has
+// completed. The zero Event has no stream and is always done (a value that
+// was ready when it was made).
+type Event struct {
+	s   *GPU
+	seq uint64
+}
+
+// Stream returns the stream the event belongs to (nil for the zero Event).
+func (e Event) Stream() *GPU { return e.s }
+
+// Valid reports whether e names a point on a stream.
+func (e Event) Valid() bool { return e.s != nil }
+
+// Done reports whether the event has completed.
+func (e Event) Done() bool { return e.s == nil || e.s.completed.Load() >= e.seq }
+
+// Wait blocks until the event completes or ctx is done. It spins briefly
+// before parking, so a completion that is microseconds away costs no
+// wake-up. Errors wrap ctx.Err() or ErrClosed when the stream closed with
+// the event unfinished.
+func (e Event) Wait(ctx context.Context) error {
+	if e.Done() {
+		return nil
+	}
+	for range 64 {
+		runtime.Gosched()
+		if e.Done() {
+			return nil
+		}
+	}
+	for {
+		ch := e.s.progress.Load()
+		if e.Done() {
+			return nil
+		}
+		select {
+		case <-*ch:
+		case <-e.s.dead:
+			if e.Done() {
+				return nil
+			}
+			return fmt.Errorf("streams: wait for event %d on %s: %w", e.seq, e.s.name, ErrClosed)
+		case <-ctx.Done():
+			return fmt.Errorf("streams: wait for event %d on %s: %w", e.seq, e.s.name, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// maxBatch bounds how many commands the actor gathers into one device batch.
+const maxBatch = 512
+
+// GPU is the handle of a GPU stream actor: one in-order queue on one
+// device. Enqueue is safe for concurrent use; the commands of one caller run
+// in the order that caller enqueued them, and all commands run in the order
+// in which their Enqueue calls returned (R12). Close drains and stops the
+// actor, then closes the queue; afterwards Enqueue returns ErrClosed.
+type GPU struct {
+	name string
+	dev  gpu.Device
+	q    gpu.Queue
+	sys  *actor.ActorSystem
+	pid  *actor.PID
+	log  *zap.Logger
+
+	mu      sync.Mutex // orders sequence numbers with mailbox posts
+	nextSeq uint64
+	closed  bool
+
+	completed atomic.Uint64                 // highest sequence number completed
+	progress  atomic.Pointer[chan struct{}] // closed and replaced at each completion
+	dead      chan struct{}                 // closed when the stream has shut down
+	closeOnce sync.Once
+	closeErr  error
+
+	batchMu sync.Mutex // guards pending (filled in Receive, flushed at mailbox empty)
+	pending []*encode
+}
+
+// encode is the actor message carrying one caller's commands.
+type encode struct {
+	cmds []gpu.Command
+	done func(error)
+	seq  uint64
+}
+
+func (e *encode) fail(err error) {
+	if e.done != nil {
+		e.done(err)
+	}
+}
+
+var gpuStreamCount atomic.Uint64
+
+// NewGPU starts a GPU stream actor with a new queue on dev. The runtime
+// closes the stream when it closes.
+func NewGPU(rt Runtime, dev gpu.Device) (*GPU, error) {
+	if rt == nil || dev == nil {
+		return nil, fmt.Errorf("streams: new gpu stream: nil runtime or device: %w", gpu.ErrBadArgument)
+	}
+	q, err := dev.NewQueue()
+	if err != nil {
+		return nil, fmt.Errorf("streams: new gpu stream: %w", err)
+	}
+	s := &GPU{
+		name: fmt.Sprintf("gpu-%s-%d", dev.Properties().Backend, gpuStreamCount.Add(1)),
+		dev:  dev,
+		q:    q,
+		sys:  rt.ActorSystem(),
+		log:  rt.Logger(),
+		dead: make(chan struct{}),
+	}
+	ch := make(chan struct{})
+	s.progress.Store(&ch)
+	props := actor.PropsFromProducer(func() actor.Actor { return (*gpuActor)(s) },
+		actor.WithMailbox(actor.Unbounded(flusher{s})),
+		actor.WithGuardian(panicStrategy{log: s.log}))
+	pid, err := s.sys.Root.SpawnNamed(props, s.name)
+	if err != nil {
+		_ = q.Close(context.Background())
+		return nil, fmt.Errorf("streams: spawn %s: %w", s.name, err)
+	}
+	s.pid = pid
+	if err := rt.Adopt(s.name, s); err != nil {
+		_ = s.Close(context.Background())
+		return nil, fmt.Errorf("streams: new gpu stream: %w", err)
+	}
+	return s, nil
+}
+
+// Name is the stream's actor name.
+func (s *GPU) Name() string { return s.name }
+
+// Device is the device the stream runs on.
+func (s *GPU) Device() gpu.Device { return s.dev }
+
+// Enqueue validates cmds and sends them to the stream actor without waiting
+// (R13). done, if not nil, is called once when they have completed or
+// failed, from the backend's completion goroutine: it must not block. The
+// returned Event completes after the commands (and everything enqueued
+// before them) have.
+func (s *GPU) Enqueue(cmds []gpu.Command, done func(error)) (Event, error) {
+	if err := gpu.ValidateBatch(cmds); err != nil {
+		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, ErrClosed)
+	}
+	s.nextSeq++
+	m := &encode{cmds: cmds, done: done, seq: s.nextSeq}
+	s.sys.Root.Send(s.pid, m)
+	s.mu.Unlock()
+	return Event{s: s, seq: m.seq}, nil
+}
+
+// Last returns an Event for everything enqueued so far.
+func (s *GPU) Last() Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Event{s: s, seq: s.nextSeq}
+}
+
+// Close stops accepting commands, lets the actor flush what it holds, and
+// closes the device queue, all bounded by ctx. Commands that cannot run
+// complete with errors; waiters on unfinished events get ErrClosed.
+func (s *GPU) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		ack := make(chan struct{})
+		s.mu.Lock()
+		s.closed = true
+		s.sys.Root.Send(s.pid, drained(ack)) // the last message: after every encode
+		s.mu.Unlock()
+		var errs []error
+		select {
+		case <-ack:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("drain actor: %w", ctx.Err()))
+		}
+		s.sys.Root.Stop(s.pid)
+		s.flush() // anything the actor gathered but had not submitted
+		if err := s.q.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close queue: %w", err))
+		}
+		close(s.dead)
+		if len(errs) > 0 {
+			s.closeErr = fmt.Errorf("streams: close %s: %w", s.name, errors.Join(errs...))
+		}
+	})
+	return s.closeErr
+}
+
+// drained is the last message a closing GPU stream sends itself; the actor
+// flushes and closes the channel.
+type drained chan struct{}
+
+// complete records that everything up to seq has completed and wakes waiters.
+func (s *GPU) complete(seq uint64) {
+	for {
+		cur := s.completed.Load()
+		if cur >= seq || s.completed.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	ch := make(chan struct{})
+	old := s.progress.Swap(&ch)
+	close(*old)
+}
+
+// flush submits the gathered messages as one device batch.
+func (s *GPU) flush() {
+	s.batchMu.Lock()
+	defer s.batchMu.Unlock()
+	if len(s.pending) == 0 {
+		return
+	}
+	msgs := s.pending
+	s.pending = nil
+	n := 0
+	for _, m := range msgs {
+		n += len(m.cmds)
+	}
+	cmds := make([]gpu.Command, 0, n)
+	for _, m := range msgs {
+		cmds = append(cmds, m.cmds...)
+	}
+	last := msgs[len(msgs)-1].seq
+	done := func(err error) {
+		for _, m := range msgs {
+			if m.done != nil {
+				m.done(err)
+			}
+		}
+		s.complete(last)
+	}
+	if err := s.q.Submit(cmds, done); err != nil {
+		done(fmt.Errorf("streams: %s: submit: %w", s.name, err))
+	}
+}
+
+// gpuActor is the actor behind a GPU stream. Its Receive gathers commands;
+// the mailbox's empty notification (flusher) submits them, so a burst of
+// small commands becomes one device batch.
+type gpuActor GPU
+
+// Receive implements actor.Actor.
+func (a *gpuActor) Receive(c actor.Context) {
+	s := (*GPU)(a)
+	m, ok := c.Message().(*encode)
+	if !ok {
+		if ack, ok := c.Message().(drained); ok {
+			s.flush()
+			close(ack)
+		}
+		return
+	}
+	s.batchMu.Lock()
+	s.pending = append(s.pending, m)
+	full := len(s.pending) >= maxBatch
+	s.batchMu.Unlock()
+	if full {
+		s.flush()
+	}
+}
+
+// flusher is the GPU stream mailbox's middleware: when the mailbox runs
+// empty it submits what the actor gathered.
+type flusher struct{ s *GPU }
+
+func (f flusher) MailboxStarted()             {}
+func (f flusher) MessagePosted(interface{})   {}
+func (f flusher) MessageReceived(interface{}) {}
+func (f flusher) MailboxEmpty()               { f.s.flush() }
