@@ -8,7 +8,10 @@
 // bfloat16 are widened to float32, computed, and rounded once per element
 // (per call for Into, per element over all inputs for Many).
 //
-// On amd64 float32 and float64 run through AVX2 or AVX-512 assembly
-// (generated with avo, see internal/asmgen), chosen at run time; the pure-Go
-// kernels are used elsewhere, on CPUs without AVX2, and under the purego tag.
+// On amd64 float32 and float64 run through AVX-512 or AVX2 assembly, and
+// the float16/bfloat16 conversions through F16C/AVX2 assembly, all
+// generated with avo (see _asm, a module of its own; `go generate`), chosen
+// once at start-up from the CPU's features. The pure-Go kernels are used on
+// other architectures, on CPUs without those features, and under the
+// purego build tag.
 package reduce

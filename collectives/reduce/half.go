@@ -30,9 +30,9 @@ func manyHalf(op Op, dt gpu.DType, dst []byte, srcs [][]byte) {
 	}
 }
 
-// widenHalf sets f[i] to the exact float32 value of the i-th little-endian
+// widenHalfGo sets f[i] to the exact float32 value of the i-th little-endian
 // 16-bit element of b (float16 or bfloat16 as dt says); len(b) == 2*len(f).
-func widenHalf(dt gpu.DType, f []float32, b []byte) {
+func widenHalfGo(dt gpu.DType, f []float32, b []byte) {
 	b = b[:2*len(f)]
 	if dt == gpu.BFloat16 {
 		for i := range f {
@@ -45,9 +45,9 @@ func widenHalf(dt gpu.DType, f []float32, b []byte) {
 	}
 }
 
-// narrowHalf rounds each f[i] to dt (nearest, ties to even) and stores it as
+// narrowHalfGo rounds each f[i] to dt (nearest, ties to even) and stores it as
 // the i-th little-endian 16-bit element of b; len(b) == 2*len(f).
-func narrowHalf(dt gpu.DType, b []byte, f []float32) {
+func narrowHalfGo(dt gpu.DType, b []byte, f []float32) {
 	b = b[:2*len(f)]
 	if dt == gpu.BFloat16 {
 		for i, v := range f {

@@ -1075,3 +1075,114 @@ maxFloat64AVX512_single_end:
 maxFloat64AVX512_done:
 	VZEROUPPER
 	RET
+
+// func widenFloat16F16C(dst *float32, src *byte, n int)
+// Requires: AVX, F16C
+TEXT ·widenFloat16F16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+
+widenFloat16F16C_loop:
+	CMPQ      DX, $0x00000008
+	JL        widenFloat16F16C_done
+	VCVTPH2PS (CX), Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x00000010, CX
+	ADDQ      $0x00000020, AX
+	SUBQ      $0x00000008, DX
+	JMP       widenFloat16F16C_loop
+
+widenFloat16F16C_done:
+	VZEROUPPER
+	RET
+
+// func narrowFloat16F16C(dst *byte, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·narrowFloat16F16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+
+narrowFloat16F16C_loop:
+	CMPQ      DX, $0x00000008
+	JL        narrowFloat16F16C_done
+	VMOVUPS   (CX), Y0
+	VCVTPS2PH $0x00, Y0, (AX)
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000010, AX
+	SUBQ      $0x00000008, DX
+	JMP       narrowFloat16F16C_loop
+
+narrowFloat16F16C_done:
+	VZEROUPPER
+	RET
+
+// func widenBFloat16AVX2(dst *float32, src *byte, n int)
+// Requires: AVX, AVX2
+TEXT ·widenBFloat16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+
+widenBFloat16AVX2_loop:
+	CMPQ      DX, $0x00000008
+	JL        widenBFloat16AVX2_done
+	VPMOVZXWD (CX), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVDQU   Y0, (AX)
+	ADDQ      $0x00000010, CX
+	ADDQ      $0x00000020, AX
+	SUBQ      $0x00000008, DX
+	JMP       widenBFloat16AVX2_loop
+
+widenBFloat16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func narrowBFloat16AVX2(dst *byte, src *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·narrowBFloat16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00007fff, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00000040, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+narrowBFloat16AVX2_loop:
+	CMPQ    DX, $0x00000008
+	JL      narrowBFloat16AVX2_done
+	VMOVDQU (CX), Y3
+
+	// t = (x + 0x7FFF + ((x >> 16) & 1)) >> 16
+	VPSRLD $0x10, Y3, Y4
+	VPAND  Y0, Y4, Y4
+	VPADDD Y1, Y4, Y4
+	VPADDD Y3, Y4, Y4
+	VPSRLD $0x10, Y4, Y4
+
+	// NaN lanes take (x >> 16) | 0x40 instead.
+	VCMPPS    $0x03, Y3, Y3, Y5
+	VPSRLD    $0x10, Y3, Y3
+	VPOR      Y2, Y3, Y3
+	VBLENDVPS Y5, Y3, Y4, Y4
+
+	// Pack the eight 32-bit lanes (each < 2^16) to 16 bits, in order.
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVDQU      X3, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, AX
+	SUBQ         $0x00000008, DX
+	JMP          narrowBFloat16AVX2_loop
+
+narrowBFloat16AVX2_done:
+	VZEROUPPER
+	RET

@@ -83,3 +83,23 @@ func maxFloat64AVX2(dst *float64, src *float64, n int)
 //
 //go:noescape
 func maxFloat64AVX512(dst *float64, src *float64, n int)
+
+// widenFloat16F16C widens n&^7 float16 bits from src to float32 in dst, exactly (F16C, AVX).
+//
+//go:noescape
+func widenFloat16F16C(dst *float32, src *byte, n int)
+
+// narrowFloat16F16C rounds n&^7 float32 from src to float16 bits in dst, to nearest, ties to even (F16C, AVX).
+//
+//go:noescape
+func narrowFloat16F16C(dst *byte, src *float32, n int)
+
+// widenBFloat16AVX2 widens n&^7 bfloat16 bits from src to float32 in dst, exactly (AVX2).
+//
+//go:noescape
+func widenBFloat16AVX2(dst *float32, src *byte, n int)
+
+// narrowBFloat16AVX2 rounds n&^7 float32 from src to bfloat16 bits in dst, to nearest, ties to even; a NaN keeps its top bits and is made quiet (AVX2).
+//
+//go:noescape
+func narrowBFloat16AVX2(dst *byte, src *float32, n int)

@@ -17,5 +17,6 @@ func main() {
 			floatAVX512(e, op)
 		}
 	}
+	halfKernels()
 	Generate()
 }
