@@ -51,6 +51,12 @@ func BenchmarkFloatOps(b *testing.B) {
 	for _, sz := range benchSizes[1:] {
 		d32, s32 := make([]float32, sz.bytes/4), make([]float32, sz.bytes/4)
 		d64, s64 := make([]float64, sz.bytes/8), make([]float64, sz.bytes/8)
+		for i := range d32 { // touch every page before timing
+			d32[i], s32[i] = 1, 2
+		}
+		for i := range d64 {
+			d64[i], s64[i] = 1, 2
+		}
 		for _, op := range Ops {
 			b.Run(fmt.Sprintf("float32/%s/%s", op, sz.name), func(b *testing.B) {
 				b.SetBytes(int64(sz.bytes))
