@@ -1,0 +1,105 @@
+package algo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// Tag steps. The match uses steps below stepData; each algorithm numbers
+// its messages from stepData up (messages on one tag between a pair are
+// FIFO, so a stream of chunks needs one step, not one per chunk).
+const (
+	stepMatch  = 0   // .. 63: dissemination rounds of the match
+	stepWindow = 64  // the PeerAccess window of the collective
+	stepData   = 128 // algorithm messages
+)
+
+// coll is one rank's running collective: the call's context, transport,
+// descriptor and options, and the resolved algorithm.
+type coll struct {
+	ctx     context.Context
+	t       transport.Transport
+	pa      transport.PeerAccess // nil when the transport has none
+	d       Desc
+	o       Options
+	rank, n int
+	alg     Algorithm
+	small   bool // the latency variant of alg
+}
+
+func newColl(ctx context.Context, t transport.Transport, d Desc, kind Kind, opts []Option) *coll {
+	d.Kind = kind
+	c := &coll{ctx: ctx, t: t, d: d, o: buildOptions(opts), rank: t.Rank(), n: t.Size()}
+	c.pa, _ = t.(transport.PeerAccess)
+	return c
+}
+
+func (c *coll) tag(step uint32) transport.Tag {
+	return transport.Tag{Group: c.d.Group, Seq: c.d.Seq, Step: step}
+}
+
+// agreedError marks an error every rank reaches on its own from the matched
+// descriptor (a mismatch, an invalid op or root): no abort is needed, and
+// not aborting keeps each rank's own, precise error.
+type agreedError struct{ error }
+
+func (e agreedError) Unwrap() error { return e.error }
+
+func agreed(format string, args ...any) error {
+	return agreedError{fmt.Errorf(format, args...)}
+}
+
+// finish wraps a failure with its origin and, unless every rank reaches it
+// by itself, aborts the collective so that the peers fail at once.
+func (c *coll) finish(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ag agreedError
+	if !errors.As(err, &ag) {
+		c.t.Abort(c.tag(0), fmt.Errorf("%s rank %d: %w", c.d.Kind, c.rank, err))
+	} else {
+		err = ag.error
+	}
+	return fmt.Errorf("algo: %s rank %d: %w", c.d.Kind, c.rank, err)
+}
+
+// checkLen checks that buf holds exactly elems elements of the dtype.
+func (c *coll) checkLen(name string, buf []byte, elems int) error {
+	if want := elems * c.d.DType.Size(); len(buf) != want {
+		return fmt.Errorf("%s has %d bytes, want %d (%d x %s): %w", name, len(buf), want, elems, c.d.DType, ErrBadArgument)
+	}
+	return nil
+}
+
+// checkBasic validates the dtype and count.
+func (c *coll) checkBasic() error {
+	if !c.d.DType.Valid() {
+		return fmt.Errorf("invalid dtype %v: %w", c.d.DType, ErrBadArgument)
+	}
+	if c.d.Count < 0 {
+		return fmt.Errorf("negative count %d: %w", c.d.Count, ErrBadArgument)
+	}
+	if c.d.Seq >= 1<<63 {
+		return fmt.Errorf("seq %d >= 1<<63: %w", c.d.Seq, ErrBadArgument)
+	}
+	return nil
+}
+
+// exchange sends out to dst and receives in from src at once (the two may
+// be the same rank), returning when both are done.
+func (c *coll) exchange(ctx context.Context, step uint32, dst int, out []byte, src int, in []byte) error {
+	sent := make(chan error, 1)
+	go func() { sent <- c.t.Send(ctx, dst, c.tag(step), out) }()
+	rerr := c.t.Recv(ctx, src, c.tag(step), in)
+	serr := <-sent
+	if rerr != nil {
+		return rerr
+	}
+	return serr
+}
+
+func mod(a, n int) int { return ((a % n) + n) % n }

@@ -1,0 +1,90 @@
+package algo
+
+import (
+	"fmt"
+
+	"github.com/choreo-gpu/choreo/collectives/reduce"
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// Kind is the collective a Desc describes.
+type Kind uint8
+
+// The collectives.
+const (
+	KindAllReduce Kind = iota + 1
+	KindAllGather
+	KindReduceScatter
+	KindBroadcast
+	KindSend
+	KindRecv
+	KindBarrier
+)
+
+var kindNames = [...]string{
+	KindAllReduce: "allreduce", KindAllGather: "allgather", KindReduceScatter: "reducescatter",
+	KindBroadcast: "broadcast", KindSend: "send", KindRecv: "recv", KindBarrier: "barrier",
+}
+
+func (k Kind) String() string {
+	if k >= KindAllReduce && k <= KindBarrier {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Desc describes one collective call on one rank. All ranks of a collective
+// pass equal descriptors (Peer aside); the match at the start of every call
+// checks it.
+//
+//   - Group names the group; Seq is the collective's position in the group's
+//     call order (the same on every rank; below 1<<63). For Send and Recv,
+//     Seq instead counts the calls between the two ranks: the k-th Send from
+//     a to b meets the k-th Recv on b from a (each side counts its own calls
+//     per peer, in call order).
+//   - Count is the number of elements of the input per rank: AllReduce
+//     in/out, AllGather in (out is Size*Count), ReduceScatter in (out is this
+//     rank's block, see BlockRange), Broadcast buf, Send in / Recv out.
+//   - Op is used by AllReduce and ReduceScatter, Root by Broadcast, Peer by
+//     Send (destination) and Recv (source); other fields are ignored.
+type Desc struct {
+	Kind  Kind
+	Group uint64
+	Seq   uint64
+	DType gpu.DType
+	Count int
+	Op    reduce.Op
+	Root  int
+	Peer  int
+}
+
+func (d Desc) String() string {
+	s := fmt.Sprintf("%s %s count=%d", d.Kind, d.DType, d.Count)
+	switch d.Kind {
+	case KindAllReduce, KindReduceScatter:
+		s += " op=" + d.Op.String()
+	case KindBroadcast:
+		s += fmt.Sprintf(" root=%d", d.Root)
+	case KindSend, KindRecv:
+		s += fmt.Sprintf(" peer=%d", d.Peer)
+	}
+	return s
+}
+
+// reduces reports whether the kind applies Op.
+func (k Kind) reduces() bool { return k == KindAllReduce || k == KindReduceScatter }
+
+// BlockRange is the element range [lo, hi) of block b when count elements
+// are split over n ranks: every block gets count/n elements and the first
+// count%n blocks one more, in rank order. So with count < n the last blocks
+// are empty. ReduceScatter leaves block r on rank r; the ring and direct
+// algorithms use the same split.
+func BlockRange(count, n, b int) (lo, hi int) {
+	base, extra := count/n, count%n
+	lo = b*base + min(b, extra)
+	hi = lo + base
+	if b < extra {
+		hi++
+	}
+	return lo, hi
+}

@@ -1,0 +1,33 @@
+// Package algo holds choreo's collective algorithms on host memory: they run
+// on CPU-visible byte slices over a transport.Transport, from a rank's
+// communication-stream task.
+//
+// Every collective starts with a match (match.go): the ranks compare their
+// descriptors (kind, dtype, count, op, root, algorithm, chunking), so a rank
+// that called something else at the same Seq makes every rank fail with
+// ErrMismatch (ErrShapeMismatch for count/dtype), within the deadline
+// (DESIGN R18). Over PeerAccess transports the match is the Expose barrier
+// that also publishes the buffers; over message transports it is a
+// dissemination of (min, max) descriptor over ceil(log2 n) rounds.
+//
+// Algorithms:
+//   - ring (ring.go): bandwidth-optimal reduce-scatter + all-gather, both
+//     ring directions (each block is split in two halves, one per
+//     direction), chunked and pipelined (a receiver, a reducer and a sender
+//     per direction; several chunks in flight).
+//   - recursive doubling (doubling.go): latency-optimal all-reduce for small
+//     payloads; non-power-of-two sizes fold the extra ranks in first.
+//   - direct (direct.go): for PeerAccess transports; each rank reduces its
+//     block straight from all peers' inputs in one pass, then copies the
+//     other blocks from the peers' outputs; no byte is copied twice.
+//   - binomial tree (tree.go): broadcast over messages, chunked.
+//
+// float16 and bfloat16 reductions round once per element: the direct
+// algorithm reduces all inputs at once (reduce.Many), and the message
+// algorithms run on a float32 widening of the input and round at the end
+// (wide.go), at twice the bytes on the wire.
+//
+// A rank whose collective fails (its error, its deadline) aborts the
+// collective on the transport, so that the other ranks fail at once with
+// transport.ErrAborted naming it, instead of waiting for their deadline.
+package algo

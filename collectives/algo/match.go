@@ -1,0 +1,170 @@
+package algo
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/choreo-gpu/choreo/collectives/reduce"
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// sigLen is the size of an encoded signature.
+const sigLen = 32
+
+// signature is what all ranks of a collective must agree on: the
+// descriptor's fields that the kind uses, and the resolved algorithm with
+// its chunking (which fix the message sizes). Fields a kind ignores are
+// zeroed, so they cannot cause a mismatch.
+type signature struct {
+	kind  Kind
+	dtype gpu.DType
+	op    reduce.Op
+	alg   uint8
+	root  int32
+	count int64
+	chunk int64
+}
+
+func (c *coll) signature() signature {
+	s := signature{kind: c.d.Kind, dtype: c.d.DType, count: int64(c.d.Count), alg: uint8(c.alg) << 1}
+	if c.small {
+		s.alg |= 1
+	}
+	if c.d.Kind.reduces() {
+		s.op = c.d.Op
+	}
+	if c.d.Kind == KindBroadcast {
+		s.root = int32(c.d.Root)
+	}
+	if c.alg == Ring || c.d.Kind == KindBroadcast && c.alg != Direct {
+		s.chunk = int64(c.o.ChunkBytes)
+	}
+	if c.d.Kind == KindBarrier {
+		s.dtype, s.count = 0, 0
+	}
+	return s
+}
+
+func (s signature) encode() []byte {
+	b := make([]byte, sigLen)
+	b[0], b[1], b[2], b[3] = byte(s.kind), byte(s.dtype), byte(s.op), s.alg
+	binary.BigEndian.PutUint32(b[4:], uint32(s.root))
+	binary.BigEndian.PutUint64(b[8:], uint64(s.count))
+	binary.BigEndian.PutUint64(b[16:], uint64(s.chunk))
+	return b
+}
+
+func decodeSig(b []byte) signature {
+	return signature{
+		kind: Kind(b[0]), dtype: gpu.DType(b[1]), op: reduce.Op(b[2]), alg: b[3],
+		root:  int32(binary.BigEndian.Uint32(b[4:])),
+		count: int64(binary.BigEndian.Uint64(b[8:])),
+		chunk: int64(binary.BigEndian.Uint64(b[16:])),
+	}
+}
+
+func (s signature) String() string {
+	return fmt.Sprintf("{%s %s count=%d op=%s root=%d alg=%s/%d chunk=%d}",
+		s.kind, s.dtype, s.count, s.op, s.root, Algorithm(s.alg>>1), s.alg&1, s.chunk)
+}
+
+// mismatch builds the error for ranks whose signatures span [lo, hi]
+// (byte order); every rank sees the same lo and hi, so the same error.
+func mismatch(lo, hi []byte) error {
+	a, b := decodeSig(lo), decodeSig(hi)
+	if a.kind == b.kind && (a.count != b.count || a.dtype != b.dtype) {
+		return agreed("ranks disagree: %v vs %v: %w: %w", a, b, ErrShapeMismatch, ErrMismatch)
+	}
+	return agreed("ranks disagree: %v vs %v: %w", a, b, ErrMismatch)
+}
+
+// matchMessages is the match over plain messages: a dissemination of the
+// (min, max) signature in ceil(log2 n) rounds; afterwards every rank holds
+// the global min and max, and they differ exactly when some ranks disagree.
+func (c *coll) matchMessages() error {
+	sig := c.signature().encode()
+	cur := make([]byte, 2*sigLen)
+	copy(cur, sig)
+	copy(cur[sigLen:], sig)
+	got := make([]byte, 2*sigLen)
+	for k, dist := 0, 1; dist < c.n; k, dist = k+1, dist*2 {
+		out := bytes.Clone(cur)
+		if err := c.exchange(c.ctx, stepMatch+uint32(k), mod(c.rank+dist, c.n), out, mod(c.rank-dist, c.n), got); err != nil {
+			return err
+		}
+		if bytes.Compare(got[:sigLen], cur[:sigLen]) < 0 {
+			copy(cur[:sigLen], got[:sigLen])
+		}
+		if bytes.Compare(got[sigLen:], cur[sigLen:]) > 0 {
+			copy(cur[sigLen:], got[sigLen:])
+		}
+	}
+	if !bytes.Equal(cur[:sigLen], cur[sigLen:]) {
+		return mismatch(cur[:sigLen], cur[sigLen:])
+	}
+	return nil
+}
+
+// matchWindow is the match over PeerAccess: Expose publishes the signature
+// (as the window's first buffer) with bufs, and every rank compares all
+// signatures. On success the caller owns the window (and must Leave it).
+func (c *coll) matchWindow(bufs ...[]byte) (transport.Window, error) {
+	sig := c.signature().encode()
+	w, err := c.pa.Expose(c.ctx, c.tag(stepWindow), append([][]byte{sig}, bufs...)...)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := sig, sig
+	for p := 0; p < c.n; p++ {
+		s := w.Buffers(p)[0]
+		if bytes.Compare(s, lo) < 0 {
+			lo = s
+		}
+		if bytes.Compare(s, hi) > 0 {
+			hi = s
+		}
+	}
+	if !bytes.Equal(lo, hi) {
+		w.Leave()
+		return nil, mismatch(lo, hi)
+	}
+	if err := c.postMatch(); err != nil {
+		w.Leave()
+		return nil, err
+	}
+	return w, nil
+}
+
+// match runs the match for message-based algorithms: through a window
+// (left at once) when the transport has PeerAccess, else by messages.
+func (c *coll) match() error {
+	if c.n == 1 {
+		return c.postMatch()
+	}
+	if c.pa != nil {
+		w, err := c.matchWindow()
+		if err != nil {
+			return err
+		}
+		w.Leave()
+		return nil
+	}
+	if err := c.matchMessages(); err != nil {
+		return err
+	}
+	return c.postMatch()
+}
+
+// postMatch validates what the ranks agreed on; every rank reaches the same
+// verdict, so a failure needs no abort.
+func (c *coll) postMatch() error {
+	if c.d.Kind.reduces() && !c.d.Op.Valid() {
+		return agreed("reduce op %v: %w", c.d.Op, ErrBadOp)
+	}
+	if c.d.Kind == KindBroadcast && (c.d.Root < 0 || c.d.Root >= c.n) {
+		return agreed("root %d out of range [0, %d): %w", c.d.Root, c.n, ErrBadArgument)
+	}
+	return nil
+}

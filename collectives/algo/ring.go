@@ -1,0 +1,191 @@
+package algo
+
+import (
+	"context"
+	"sync"
+
+	"github.com/choreo-gpu/choreo/collectives/reduce"
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// ringSlots is how many receive buffers of one chunk each direction of the
+// reduce-scatter keeps: the receiver fills one while the reducer folds
+// another and the sender forwards a third.
+const ringSlots = 4
+
+// ringSpec is one run of the bidirectional ring over n blocks.
+//
+// Global steps: 0..n-2 reduce-scatter, n-1..2n-3 all-gather; a run covers
+// [g0, g1). In direction d (+1: send to rank+1; -1: send to rank-1) rank r
+// sends block r-d(G+1) and receives block r-d(G+2) at step G, so that after
+// the reduce-scatter rank r holds the fully reduced block r (the block split
+// ReduceScatter promises) and the all-gather starts by sending it. Every
+// block is split in two halves by element, the lower half travelling in
+// direction +1 and the upper one in direction -1; each half is cut into
+// chunks of chunk bytes, the unit of pipelining.
+type ringSpec struct {
+	dt    gpu.DType
+	op    reduce.Op
+	chunk int
+	g0    int
+	g1    int
+	// acc(b) is where block b is reduced (reduce-scatter) or received
+	// (all-gather), and what later steps send.
+	acc func(b int) []byte
+	// in(b) is block b of the input: the first operand of each reduction
+	// and what step 0 sends. nil for a run without reduce-scatter.
+	in func(b int) []byte
+}
+
+// ringItem is one chunk received in one step.
+type ringItem struct {
+	g, b, lo, hi int
+	slot         []byte // reduce-scatter: where the chunk was received
+}
+
+// ring runs spec in both directions at once.
+func (c *coll) ring(spec ringSpec) error {
+	if c.n == 1 || spec.g0 >= spec.g1 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	fail := func(err error) {
+		if err != nil {
+			once.Do(func() { first = err; cancel() })
+		}
+	}
+	for dirIdx, d := range [2]int{+1, -1} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail(c.ringDir(ctx, spec, dirIdx, d, fail))
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// half returns the part of block buffer blk that direction dirIdx carries.
+func (spec *ringSpec) half(blk []byte, dirIdx int) []byte {
+	es := spec.dt.Size()
+	mid := len(blk) / es / 2 * es
+	if dirIdx == 0 {
+		return blk[:mid]
+	}
+	return blk[mid:]
+}
+
+// chunks is the number of chunks of a half of n bytes.
+func (spec *ringSpec) chunks(n int) int { return (n + spec.chunk - 1) / spec.chunk }
+
+// ringDir runs one direction: a sender, a receiver and a reducer, linked by
+// channels; the sender's chunk k of step G waits until the reducer finished
+// chunk k of step G-1 (the same block).
+func (c *coll) ringDir(ctx context.Context, spec ringSpec, dirIdx, d int, fail func(error)) error {
+	n, r := c.n, c.rank
+	next, prev := mod(r+d, n), mod(r-d, n)
+	step := stepData + uint32(dirIdx)
+	rsEnd := n - 1
+
+	total := 0
+	for g := spec.g0; g < spec.g1; g++ {
+		total += spec.chunks(len(spec.half(spec.acc(mod(r-d*(g+2), n)), dirIdx)))
+	}
+	items := make(chan ringItem, total)
+	ready := make(chan struct{}, total)
+	free := make(chan []byte, ringSlots)
+	if spec.in != nil {
+		for i := 0; i < ringSlots; i++ {
+			free <- make([]byte, spec.chunk)
+		}
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	// Sender.
+	go func() {
+		defer wg.Done()
+		fail(func() error {
+			for g := spec.g0; g < spec.g1; g++ {
+				b := mod(r-d*(g+1), n)
+				var src []byte
+				if g == 0 && spec.in != nil {
+					src = spec.half(spec.in(b), dirIdx)
+				} else {
+					src = spec.half(spec.acc(b), dirIdx)
+				}
+				for lo := 0; lo < len(src); lo += spec.chunk {
+					if g > spec.g0 {
+						select {
+						case <-ready:
+						case <-ctx.Done():
+							return transport.CtxError(ctx)
+						}
+					}
+					if err := c.t.Send(ctx, next, c.tag(step), src[lo:min(lo+spec.chunk, len(src))]); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}())
+	}()
+	// Receiver.
+	go func() {
+		defer wg.Done()
+		fail(func() error {
+			for g := spec.g0; g < spec.g1; g++ {
+				b := mod(r-d*(g+2), n)
+				dst := spec.half(spec.acc(b), dirIdx)
+				for lo := 0; lo < len(dst); lo += spec.chunk {
+					it := ringItem{g: g, b: b, lo: lo, hi: min(lo+spec.chunk, len(dst))}
+					into := dst[it.lo:it.hi]
+					if g < rsEnd {
+						select {
+						case it.slot = <-free:
+						case <-ctx.Done():
+							return transport.CtxError(ctx)
+						}
+						into = it.slot[:it.hi-it.lo]
+					}
+					if err := c.t.Recv(ctx, prev, c.tag(step), into); err != nil {
+						return err
+					}
+					items <- it // never blocks: capacity total
+				}
+			}
+			return nil
+		}())
+	}()
+	// Reducer (this goroutine).
+	err := func() error {
+		for i := 0; i < total; i++ {
+			var it ringItem
+			select {
+			case it = <-items:
+			case <-ctx.Done():
+				return transport.CtxError(ctx)
+			}
+			if it.slot != nil {
+				dst := spec.half(spec.acc(it.b), dirIdx)[it.lo:it.hi]
+				in := spec.half(spec.in(it.b), dirIdx)[it.lo:it.hi]
+				if err := reduce.Many(spec.op, spec.dt, dst, in, it.slot[:it.hi-it.lo]); err != nil {
+					return err
+				}
+				free <- it.slot
+			}
+			ready <- struct{}{} // never blocks: capacity total
+		}
+		return nil
+	}()
+	fail(err)
+	wg.Wait()
+	return err
+}

@@ -1,0 +1,87 @@
+package algo
+
+import (
+	"context"
+	"sync"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+const stepTree = stepData + 96
+
+// tree broadcasts buf from the root down a binomial tree (ranks relative to
+// the root; rank v's parent is v with its lowest set bit cleared), chunked:
+// a rank forwards chunk k to its children while it receives chunk k+1, one
+// sender goroutine per child.
+func (c *coll) tree(buf []byte) error {
+	n := c.n
+	if n == 1 {
+		return nil
+	}
+	root := c.d.Root
+	vr := mod(c.rank-root, n)
+	parent := -1
+	mask := 1
+	for ; mask < n; mask <<= 1 {
+		if vr&mask != 0 {
+			parent = mod(vr-mask+root, n)
+			break
+		}
+	}
+	var children []int
+	for m := mask >> 1; m > 0; m >>= 1 {
+		if vr+m < n {
+			children = append(children, mod(vr+m+root, n))
+		}
+	}
+	chunk := c.chunkBytes()
+	k := (len(buf) + chunk - 1) / chunk
+	piece := func(i int) []byte { return buf[i*chunk : min((i+1)*chunk, len(buf))] }
+
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	fail := func(err error) {
+		if err != nil {
+			once.Do(func() { first = err; cancel() })
+		}
+	}
+	feeds := make([]chan int, len(children))
+	for j, child := range children {
+		feeds[j] = make(chan int, k)
+		wg.Add(1)
+		go func(feed <-chan int) {
+			defer wg.Done()
+			fail(func() error {
+				for i := 0; i < k; i++ {
+					select {
+					case <-feed:
+					case <-ctx.Done():
+						return transport.CtxError(ctx)
+					}
+					if err := c.t.Send(ctx, child, c.tag(stepTree), piece(i)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}())
+		}(feeds[j])
+	}
+	for i := 0; i < k; i++ {
+		if parent >= 0 {
+			if err := c.t.Recv(ctx, parent, c.tag(stepTree), piece(i)); err != nil {
+				fail(err)
+				break
+			}
+		}
+		for _, f := range feeds {
+			f <- i // never blocks: capacity k
+		}
+	}
+	wg.Wait()
+	return first
+}
