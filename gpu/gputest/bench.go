@@ -1,0 +1,172 @@
+package gputest
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// Bench runs the backend benchmarks as sub-benchmarks of b:
+//
+//   - Commands/batch=K: tiny commands (a 1-element fill) submitted K per
+//     batch with up to 64 batches in flight; reports cmds/s.
+//   - RoundTrip: a CPU -> GPU -> CPU fence round trip: submit [WaitValue A,
+//     WriteValue B], Store A from the CPU, wait for B on the CPU; ns/op is
+//     one round trip, p50-ns and p99-ns its percentiles.
+//   - BatchLatency: submit an empty batch and wait for its done.
+//
+// open returns a fresh device; Bench closes it.
+func Bench(b *testing.B, open func(tb testing.TB) gpu.Device) {
+	for _, k := range []int{1, 16, 256} {
+		b.Run("Commands/batch="+strconv.Itoa(k), func(b *testing.B) { benchCommands(b, open, k) })
+	}
+	b.Run("RoundTrip", func(b *testing.B) { benchRoundTrip(b, open) })
+	b.Run("BatchLatency", func(b *testing.B) { benchBatchLatency(b, open) })
+}
+
+// benchDevice opens a device and a queue that are closed when b ends.
+func benchDevice(b *testing.B, open func(tb testing.TB) gpu.Device) (gpu.Device, gpu.Queue) {
+	dev := open(b)
+	b.Cleanup(func() { _ = dev.Close() })
+	q, err := dev.NewQueue()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		defer cancel()
+		_ = q.Close(ctx)
+	})
+	return dev, q
+}
+
+func benchCommands(b *testing.B, open func(tb testing.TB) gpu.Device, perBatch int) {
+	dev, q := benchDevice(b, open)
+	buf, err := dev.Alloc(64, gpu.DeviceMem)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]gpu.Command, perBatch)
+	for i := range batch {
+		batch[i] = gpu.Fill{Dst: buf, DType: gpu.Float32, N: 1, Value: gpu.Float(float64(i))}
+	}
+	const window = 64
+	slots := make(chan struct{}, window)
+	errs := make(chan error, 1)
+	done := func(err error) {
+		if err != nil {
+			select {
+			case errs <- err:
+			default:
+			}
+		}
+		<-slots
+	}
+	deadline := time.NewTimer(10 * time.Minute)
+	defer deadline.Stop()
+	b.ResetTimer()
+	start := time.Now()
+	for sent := 0; sent < b.N; sent += perBatch {
+		select {
+		case slots <- struct{}{}:
+		case <-deadline.C:
+			b.Fatal("queue stopped completing batches")
+		}
+		cmds := batch
+		if rest := b.N - sent; rest < perBatch {
+			cmds = batch[:rest]
+		}
+		if err := q.Submit(cmds, done); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range window {
+		select {
+		case slots <- struct{}{}:
+		case <-deadline.C:
+			b.Fatal("queue stopped completing batches")
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cmds/s")
+}
+
+func benchRoundTrip(b *testing.B, open func(tb testing.TB) gpu.Device) {
+	dev, q := benchDevice(b, open)
+	wa, err := dev.NewFenceWord()
+	if err != nil {
+		b.Fatal(err)
+	}
+	wb, err := dev.NewFenceWord()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	lat := make([]time.Duration, b.N)
+	cmds := make([]gpu.Command, 2)
+	b.ResetTimer()
+	for i := range b.N {
+		v := uint32(i%(1<<30)) + 1
+		if v == 1 && i > 0 {
+			// Both words are idle here: the previous trip completed.
+			wa.Reset()
+			wb.Reset()
+		}
+		t0 := time.Now()
+		cmds[0] = gpu.WaitValue{Word: wa, Value: v}
+		cmds[1] = gpu.WriteValue{Word: wb, Value: v}
+		if err := q.Submit(cmds, nil); err != nil {
+			b.Fatal(err)
+		}
+		wa.Store(v)
+		if err := wb.Wait(ctx, v, nil); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	b.StopTimer()
+	reportPercentiles(b, lat)
+}
+
+func benchBatchLatency(b *testing.B, open func(tb testing.TB) gpu.Device) {
+	_, q := benchDevice(b, open)
+	ch := make(chan error, 1)
+	done := func(err error) { ch <- err }
+	t := time.NewTimer(10 * time.Minute)
+	defer t.Stop()
+	b.ResetTimer()
+	for range b.N {
+		if err := q.Submit(nil, done); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case err := <-ch:
+			if err != nil {
+				b.Fatal(err)
+			}
+		case <-t.C:
+			b.Fatal("batch not completed")
+		}
+	}
+}
+
+// reportPercentiles adds p50-ns and p99-ns metrics for the samples.
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
