@@ -1,0 +1,106 @@
+//go:build linux
+
+package cuda
+
+import "time"
+
+// queryEvery is how much sleeping the poller does between two
+// cuStreamQuery calls while the head of its queue is not complete.
+const queryEvery = time.Millisecond
+
+// pollLoop is the poller's body: it retires in-flight entries whose mark
+// the completion word has reached, returns their budget to the issuer and
+// completes their batches in order. It exits once the issuer has exited
+// and nothing is in flight, or when Close gave up draining.
+func (q *queue) pollLoop() {
+	var bo backoff
+	var slept time.Duration
+	for {
+		q.mu.Lock()
+		if q.forced {
+			q.mu.Unlock()
+			return
+		}
+		if len(q.inflight) == 0 {
+			gone := q.issuerGone
+			q.mu.Unlock()
+			if gone {
+				return
+			}
+			<-q.pollerWake
+			bo.reset()
+			continue
+		}
+		cur := q.comp.load()
+		var done []*batch
+		popped := false
+		for len(q.inflight) > 0 {
+			e := q.inflight[0]
+			if e.marked && !reached(cur, e.seq) {
+				break
+			}
+			q.inflight[0] = entry{}
+			q.inflight = q.inflight[1:]
+			q.nCmds -= e.cmds
+			if e.counted {
+				q.nBatches--
+			}
+			if e.last {
+				done = append(done, e.b)
+			}
+			popped = true
+		}
+		q.mu.Unlock()
+		if popped {
+			wake(q.issuerWake)
+			for _, b := range done {
+				b.finish()
+			}
+			bo.reset()
+			slept = 0
+			continue
+		}
+		if d := bo.next(); d > 0 {
+			time.Sleep(d)
+			slept += d
+			if slept >= queryEvery {
+				slept = 0
+				q.checkStream()
+			}
+		}
+	}
+}
+
+// checkStream asks the driver whether the stream failed (a kernel fault,
+// an illegal address: errors that are sticky for the context). If so every
+// in-flight batch completes with that error, and so does every later one.
+func (q *queue) checkStream() {
+	a := q.dev.api
+	r := a.cuStreamQuery(q.stream)
+	if r == cudaSuccess || r == cudaNotReady {
+		return
+	}
+	err := streamFailed(a.errorf("cuStreamQuery", r))
+	q.mu.Lock()
+	if q.broken == nil {
+		q.broken = err
+	}
+	left := q.inflight
+	q.inflight = nil
+	for _, e := range left {
+		q.nCmds -= e.cmds
+		if e.counted {
+			q.nBatches--
+		}
+	}
+	q.mu.Unlock()
+	wake(q.issuerWake)
+	for _, e := range left {
+		if e.last {
+			if e.b.err == nil {
+				e.b.err = err
+			}
+			e.b.finish()
+		}
+	}
+}

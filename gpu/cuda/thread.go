@@ -1,0 +1,120 @@
+//go:build linux
+
+package cuda
+
+import (
+	"runtime"
+	"sync"
+)
+
+// driverThread is a goroutine locked to one OS thread on which the
+// device's primary context was made current once (cuCtxSetCurrent). A CUDA
+// context is current per OS thread and Go moves goroutines between
+// threads, so every driver call that needs the context runs on such a
+// thread: either handed over with call (the device's "main" and "reaper"
+// threads) or as the thread's whole body (startLoop: a queue's issuer and
+// poller). The goroutine never unlocks its thread, so when it exits the
+// runtime retires the thread together with its context binding.
+type driverThread struct {
+	name string
+	work chan func()
+	exit chan struct{} // closed when the goroutine has returned
+
+	mu     sync.RWMutex // held for reading by call, for writing by stop
+	closed bool
+}
+
+// startThread starts a driver thread that serves call until stop.
+func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
+	t := &driverThread{name: name, work: make(chan func()), exit: make(chan struct{})}
+	ready := make(chan error, 1)
+	go func() {
+		defer close(t.exit)
+		runtime.LockOSThread() // never unlocked: see the type's comment
+		if err := a.errorf("cuCtxSetCurrent", a.cuCtxSetCurrent(ctx)); err != nil {
+			ready <- err
+			return
+		}
+		ready <- nil
+		for f := range t.work {
+			f()
+		}
+	}()
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// startLoop runs body on a new driver thread and returns once the context
+// is current there (or with the error that kept it from becoming so).
+// done is closed when body has returned.
+func startLoop(a *api, ctx cuContext, body func()) (done <-chan struct{}, err error) {
+	exit := make(chan struct{})
+	ready := make(chan error, 1)
+	go func() {
+		defer close(exit)
+		runtime.LockOSThread() // never unlocked: see driverThread
+		if err := a.errorf("cuCtxSetCurrent", a.cuCtxSetCurrent(ctx)); err != nil {
+			ready <- err
+			return
+		}
+		ready <- nil
+		body()
+	}()
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return exit, nil
+}
+
+// call runs f on the driver thread t and returns its results. It returns
+// a gpu.ErrClosed error if t was stopped. f must not call back into t.
+func call[T any](t *driverThread, f func() (T, error)) (T, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		var zero T
+		return zero, closedf("%s thread stopped", t.name)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	t.work <- func() {
+		v, err := f()
+		ch <- result{v, err}
+	}
+	r := <-ch
+	return r.v, r.err
+}
+
+// do is call for functions that return only an error.
+func do(t *driverThread, f func() error) error {
+	_, err := call(t, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+// post queues f on t without waiting for it; it reports false if t was
+// stopped (f then does not run).
+func (t *driverThread) post(f func()) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return false
+	}
+	t.work <- f
+	return true
+}
+
+// stop lets the calls in progress finish, then ends the thread. Idempotent.
+func (t *driverThread) stop() {
+	t.mu.Lock()
+	if !t.closed {
+		t.closed = true
+		close(t.work)
+	}
+	t.mu.Unlock()
+	<-t.exit
+}
