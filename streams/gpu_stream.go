@@ -178,6 +178,11 @@ func (s *GPU) complete(seq uint64) {
 func (s *GPU) flush() {
 	s.batchMu.Lock()
 	defer s.batchMu.Unlock()
+	s.flushLocked()
+}
+
+// flushLocked is flush with batchMu held.
+func (s *GPU) flushLocked() {
 	if len(s.pending) == 0 {
 		return
 	}
@@ -207,7 +212,9 @@ func (s *GPU) flush() {
 
 // gpuActor is the actor behind a GPU stream. Its Receive gathers commands;
 // the mailbox's empty notification (flusher) submits them, so a burst of
-// small commands becomes one device batch.
+// small commands becomes one device batch. A batch reports completion as a
+// whole, so a GPU-side wait always starts a new batch: the commands before
+// it are never held back from reporting by a wait that comes after them.
 type gpuActor GPU
 
 // Receive implements actor.Actor.
@@ -222,13 +229,31 @@ func (a *gpuActor) Receive(c actor.Context) {
 		return
 	}
 	s.batchMu.Lock()
+	defer s.batchMu.Unlock()
+	if len(s.pending) > 0 && startsWait(m.cmds) {
+		// A wait may block its batch: start a new one, so that what came
+		// before it completes (and is reported) on its own.
+		s.flushLocked()
+	}
 	s.pending = append(s.pending, m)
-	full := len(s.pending) >= maxBatch
-	s.batchMu.Unlock()
-	if full {
-		s.flush()
+	if len(s.pending) >= maxBatch || hasWaitAfterHead(m.cmds) {
+		s.flushLocked()
 	}
 }
+
+// startsWait reports whether cmds contains a GPU-side wait.
+func startsWait(cmds []gpu.Command) bool {
+	for _, c := range cmds {
+		if _, ok := c.(gpu.WaitValue); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// hasWaitAfterHead reports whether a wait follows the first command: then
+// commands after the message must not join its batch either.
+func hasWaitAfterHead(cmds []gpu.Command) bool { return len(cmds) > 1 && startsWait(cmds[1:]) }
 
 // flusher is the GPU stream mailbox's middleware: when the mailbox runs
 // empty it submits what the actor gathered.

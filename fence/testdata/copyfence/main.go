@@ -1,0 +1,11 @@
+// Package main copies a fence.Fence by value; go vet must report it (R4).
+package main
+
+import "github.com/choreo-gpu/choreo/fence"
+
+func use(f fence.Fence) { _ = f.ID() }
+
+func main() {
+	var f fence.Fence
+	use(f)
+}
