@@ -20,3 +20,6 @@ func openSim(t testing.TB) gpu.Device {
 func TestConformance(t *testing.T) {
 	gputest.Run(t, func(t *testing.T) gpu.Device { return openSim(t) })
 }
+
+// BenchmarkSim runs the backend benchmarks against the sim.
+func BenchmarkSim(b *testing.B) { gputest.Bench(b, openSim) }
