@@ -26,9 +26,6 @@ namespace choreo_fence {
 constexpr constant metal::thread_scope system_scope =
     static_cast<metal::thread_scope>(__METAL_MEMORY_SCOPE_SYSTEM__);
 
-// Status codes; they must match metalshader.Status*.
-constant constexpr uint status_wait_timeout = 1u;
-
 struct Params {
   ulong a;
   ulong b;
@@ -65,8 +62,9 @@ inline void system_fence() {
 }
 
 // fence_wait returns once the word is >= p.n. It is bounded: after p.a
-// polls it gives up, stores status_wait_timeout into the batch's status
-// word, and every later kernel of the batch then does nothing. It also
+// polls it gives up and stores p.b (a nonzero timeout code the CPU made,
+// naming the command) into the batch's status word; every later kernel of
+// the batch then does nothing. It also
 // returns early when the CPU stops the batch (a nonzero status), so a
 // closing queue drains without waiting for the word.
 [[kernel]] void fence_wait(
@@ -82,7 +80,7 @@ inline void system_fence() {
       return;
     }
   }
-  status[0] = choreo_fence::status_wait_timeout;
+  status[0] = uint(p.b);
   choreo_fence::system_fence();
 }
 

@@ -116,9 +116,11 @@ func TestBindingContract(t *testing.T) {
 		check(paramsAt, BindParams, "params")
 		check(statusAt, BindStatus, "status")
 	}
-	m := regexp.MustCompile(`status_wait_timeout = (\d+)u;`).FindStringSubmatch(fenceSource)
-	if m == nil || m[1] != strconv.Itoa(int(StatusWaitTimeout)) {
-		t.Errorf("fence.metal status_wait_timeout = %v, want %d", m, StatusWaitTimeout)
+	for _, cmd := range []int{0, 1, 7, 1 << 20} {
+		s := WaitTimeoutStatus(cmd)
+		if code, got := ParseStatus(s); code != StatusWaitTimeout || got != cmd || s == StatusRunning {
+			t.Errorf("ParseStatus(WaitTimeoutStatus(%d)) = %d, %d", cmd, code, got)
+		}
 	}
 }
 
@@ -130,7 +132,7 @@ func TestFenceKernelsAreBoundedAndMonotonic(t *testing.T) {
 		t.Error("fence.metal has a loop without a bound")
 	}
 	wait := kernelBody(t, code, FenceWait)
-	if !strings.Contains(wait, "i < p.a") || !strings.Contains(wait, "status_wait_timeout") {
+	if !strings.Contains(wait, "i < p.a") || !strings.Contains(wait, "status[0] = uint(p.b);") {
 		t.Errorf("fence_wait is not bounded by p.a polls with a timeout status:\n%s", wait)
 	}
 	update := kernelBody(t, code, FenceUpdate)

@@ -14,11 +14,20 @@ const (
 
 // Status word values. A batch's kernels run while its status word is
 // StatusRunning and do nothing once it is anything else.
+// The low 8 bits are the code, the rest the index of the command that set
+// it (WaitTimeoutStatus, ParseStatus).
 const (
 	StatusRunning     uint32 = 0
 	StatusWaitTimeout uint32 = 1 // fence_wait gave up (written by the GPU)
 	StatusStopped     uint32 = 2 // the CPU stopped the batch (queue closing)
 )
+
+// WaitTimeoutStatus is the status fence_wait stores (its Params.B) when the
+// wait of command cmd of the batch gives up.
+func WaitTimeoutStatus(cmd int) uint32 { return StatusWaitTimeout | uint32(cmd)<<8 }
+
+// ParseStatus splits a status word into its code and command index.
+func ParseStatus(s uint32) (code uint32, cmd int) { return s & 0xFF, int(s >> 8) }
 
 // Params is the parameter block every kernel reads at BindParams. Its
 // layout matches the MSL struct Params { ulong a; ulong b; uint n; uint
@@ -30,7 +39,7 @@ const (
 //	add_T             -                                    N = count
 //	scale_T           A = factor                           N = count
 //	fence_update      -                                    N = value
-//	fence_wait        A = max polls                        N = value
+//	fence_wait        A = max polls, B = timeout status    N = value
 //	input_coherent    -                                    N = 32-bit words
 //
 // For float32, float16 and bfloat16 kernels the float arguments are float32

@@ -1,0 +1,136 @@
+package metal
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/gpu/half"
+)
+
+// The host path: commands Metal cannot compute exactly run on the CPU, on
+// the shared memory, after every earlier command of the queue completed.
+// They are float64 arange/add/scale (Metal has no 64-bit float) and integer
+// arange/scale with a floating-point Scalar (the sim computes those in
+// float64). Float -> integer conversions truncate toward zero and saturate
+// at the int64 limits, NaN giving 0, as in the sim backend.
+
+// needsHost reports whether c runs on the CPU.
+func needsHost(c gpu.Command) bool {
+	switch c := c.(type) {
+	case gpu.Arange:
+		return c.DType == gpu.Float64 || (!c.DType.IsFloat() && !(c.Start.IsInt && c.Step.IsInt))
+	case gpu.Add:
+		return c.DType == gpu.Float64
+	case gpu.Scale:
+		return c.DType == gpu.Float64 || (!c.DType.IsFloat() && !c.Factor.IsInt)
+	}
+	return false
+}
+
+// truncSat converts f to int64, truncating toward zero and saturating; NaN
+// gives 0.
+func truncSat(f float64) int64 {
+	switch {
+	case f != f:
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+// scalarInt is a Scalar as an integer element value before wrapping.
+func scalarInt(s gpu.Scalar) int64 {
+	if s.IsInt {
+		return s.I
+	}
+	return truncSat(s.F)
+}
+
+// fillBits is the bit pattern of v as one element of dt, in the low bits.
+func fillBits(dt gpu.DType, v gpu.Scalar) uint64 {
+	switch dt {
+	case gpu.Float32:
+		return uint64(math.Float32bits(float32(v.Float64())))
+	case gpu.Float64:
+		return math.Float64bits(v.Float64())
+	case gpu.Float16:
+		return uint64(half.F16(float32(v.Float64())))
+	case gpu.BFloat16:
+		return uint64(half.BF16(float32(v.Float64())))
+	case gpu.Int8, gpu.Uint8:
+		return uint64(uint8(scalarInt(v)))
+	case gpu.Int16:
+		return uint64(uint16(scalarInt(v)))
+	case gpu.Int32:
+		return uint64(uint32(scalarInt(v)))
+	}
+	return uint64(scalarInt(v)) // Int64
+}
+
+// putInt stores the low dt.Size() bytes of v as element i of dst.
+func putInt(dt gpu.DType, dst []byte, i int, v int64) {
+	switch dt.Size() {
+	case 1:
+		dst[i] = byte(v)
+	case 2:
+		binary.LittleEndian.PutUint16(dst[2*i:], uint16(v))
+	case 4:
+		binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
+	default:
+		binary.LittleEndian.PutUint64(dst[8*i:], uint64(v))
+	}
+}
+
+// getInt loads element i of src as a sign-extended int64 (Uint8: zero-extended).
+func getInt(dt gpu.DType, src []byte, i int) int64 {
+	switch dt {
+	case gpu.Int8:
+		return int64(int8(src[i]))
+	case gpu.Uint8:
+		return int64(src[i])
+	case gpu.Int16:
+		return int64(int16(binary.LittleEndian.Uint16(src[2*i:])))
+	case gpu.Int32:
+		return int64(int32(binary.LittleEndian.Uint32(src[4*i:])))
+	}
+	return int64(binary.LittleEndian.Uint64(src[8*i:]))
+}
+
+func getF64(b []byte, i int) float64 {
+	return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+}
+func putF64(b []byte, i int, v float64) { binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v)) }
+
+// hostRun runs a command for which needsHost is true. The slices are the
+// buffers' memory (dst first, then the sources as the command names them).
+func hostRun(c gpu.Command, dst, a, b []byte) {
+	switch c := c.(type) {
+	case gpu.Arange:
+		s0, s1 := c.Start.Float64(), c.Step.Float64()
+		for i := range c.N {
+			v := s0 + float64(i)*s1
+			if c.DType == gpu.Float64 {
+				putF64(dst, i, v)
+			} else {
+				putInt(c.DType, dst, i, truncSat(v))
+			}
+		}
+	case gpu.Add:
+		for i := range c.N {
+			putF64(dst, i, getF64(a, i)+getF64(b, i))
+		}
+	case gpu.Scale:
+		f := c.Factor.Float64()
+		for i := range c.N {
+			if c.DType == gpu.Float64 {
+				putF64(dst, i, getF64(a, i)*f)
+			} else {
+				putInt(c.DType, dst, i, truncSat(float64(getInt(c.DType, a, i))*f))
+			}
+		}
+	}
+}
