@@ -179,3 +179,17 @@ func TestCloseRacesSubmit(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseExpiredIdle: Close with an expired ctx on an idle queue has
+// nothing to abandon and returns nil.
+func TestCloseExpiredIdle(t *testing.T) {
+	dev := newDev(t)
+	for range 50 {
+		q := must[gpu.Queue](t)(dev.NewQueue())
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := q.Close(ctx); err != nil {
+			t.Fatalf("Close of an idle queue with an expired ctx: %v", err)
+		}
+	}
+}
