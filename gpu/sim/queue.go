@@ -15,6 +15,15 @@ import (
 // callback that blocks (a caller bug) can make the drain take this long.
 const drainBound = 10 * time.Second
 
+// Limits of the queue's bookkeeping: how many consumed FIFO slots may pile
+// up before the FIFO is compacted, and how many (and how large) command
+// slices are kept for reuse.
+const (
+	compactAt   = 1024
+	maxSpare    = 64
+	maxSpareCap = 4096
+)
+
 // batch is one submitted batch: a private copy of the commands and the
 // completion callback (nil allowed).
 type batch struct {
@@ -106,7 +115,7 @@ func (q *queue) work() {
 		q.cur = batch{}
 		if prev != nil {
 			clear(prev)
-			if len(q.spare) < 64 {
+			if len(q.spare) < maxSpare && cap(prev) <= maxSpareCap {
 				q.spare = append(q.spare, prev[:0])
 			}
 			prev = nil
@@ -129,8 +138,16 @@ func (q *queue) work() {
 		b := q.pending[q.head]
 		q.pending[q.head] = batch{}
 		q.head++
-		if q.head == len(q.pending) {
+		switch {
+		case q.head == len(q.pending):
 			q.pending = q.pending[:0]
+			q.head = 0
+		case q.head >= compactAt && 2*q.head >= len(q.pending):
+			// A submitter that never lets the FIFO run dry would otherwise
+			// grow it forever; moving the live half down is amortised O(1).
+			n := copy(q.pending, q.pending[q.head:])
+			clear(q.pending[n:])
+			q.pending = q.pending[:n]
 			q.head = 0
 		}
 		q.cur = b
