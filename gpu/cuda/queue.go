@@ -59,6 +59,7 @@ type batch struct {
 	done   func(error)
 	held   []resource // leases taken at Submit, dropped when done runs
 	waits  []*word    // words named by WaitValue, for Close's release
+	writes []*word    // words named by WriteValue, repaired at completion
 	err    error      // first failing command's error
 	closed bool       // Close released its waits before it completed
 }
@@ -165,8 +166,11 @@ func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
 			return fmt.Errorf("cuda: submit: command %d: %w", i, err)
 		}
 		named = append(named, rs...)
-		if w, ok := c.(gpu.WaitValue); ok {
-			b.waits = append(b.waits, w.Word.(*word))
+		switch c := c.(type) {
+		case gpu.WaitValue:
+			b.waits = append(b.waits, c.Word.(*word))
+		case gpu.WriteValue:
+			b.writes = append(b.writes, c.Word.(*word))
 		}
 	}
 	q.mu.Lock()
@@ -235,6 +239,9 @@ func (b *batch) finish() {
 	err := b.err
 	if b.closed {
 		err = closedf("batch of %d commands: queue closed before it completed (waits released)", len(b.cmds))
+	}
+	for _, w := range b.writes {
+		w.repair()
 	}
 	for _, r := range b.held {
 		r.lease().drop()

@@ -105,6 +105,11 @@ type word struct {
 	// issued is the largest value a WriteValue command has put on a
 	// stream for this word (memop mode writes max(issued, v), see queue).
 	issued atomic.Uint32
+	// cpuMax is the largest value Store put into the word. A queue that
+	// completes a WriteValue on the word raises it back to cpuMax (see
+	// queue.repair), so a GPU store issued before a CPU release cannot
+	// leave the word lowered.
+	cpuMax atomic.Uint32
 	l      lease
 }
 
@@ -152,7 +157,23 @@ func (w *word) Store(v uint32) {
 	w.l.mu.Lock()
 	defer w.l.mu.Unlock()
 	if !w.l.freed {
+		for {
+			old := w.cpuMax.Load()
+			if old >= v || w.cpuMax.CompareAndSwap(old, v) {
+				break
+			}
+		}
 		w.raise(v)
+	}
+}
+
+// repair raises the word back to the largest value the CPU stored, after
+// a GPU write that may have lowered it. No-op for a freed word.
+func (w *word) repair() {
+	w.l.mu.Lock()
+	defer w.l.mu.Unlock()
+	if m := w.cpuMax.Load(); m > 0 && !w.l.freed {
+		w.raise(m)
 	}
 }
 
@@ -195,6 +216,7 @@ func (w *word) Reset() {
 	if !w.l.freed {
 		atomic.StoreUint32(w.s.p, 0)
 		w.issued.Store(0)
+		w.cpuMax.Store(0)
 	}
 }
 

@@ -1,0 +1,104 @@
+// Package cuda is choreo's CUDA backend: the gpu interfaces on an NVIDIA
+// GPU through the CUDA driver API, called with github.com/ebitengine/purego
+// (no cgo). The package builds with CGO_ENABLED=0 on any Linux machine and
+// opens libcuda.so.1 at run time; it registers itself as "cuda" with a
+// priority above sim's, so gpu.Open("auto") picks it wherever a driver and
+// a GPU are found and falls back to sim elsewhere. On a machine without the
+// driver, Open fails with the dlopen message, wrapping ErrUnavailable and
+// gpu.ErrNoBackend. On systems other than Linux the driver registers but
+// never opens.
+//
+// # Contexts and threads
+//
+// A CUDA context is current per OS thread, and Go moves goroutines between
+// threads. The backend therefore makes every driver call that needs the
+// context on a "driver thread": a goroutine that called
+// runtime.LockOSThread, made the device's primary context current once
+// (cuDevicePrimaryCtxRetain at Open, cuCtxSetCurrent on the thread), and
+// never unlocks. A device has a main thread (allocations, streams, the
+// kernel module; other goroutines hand it work through a small typed call
+// helper) and a reaper thread (deferred frees: cuMemFree synchronizes with
+// the context and must never stall a caller); each queue has an issuer
+// thread (puts commands on its stream) and a poller thread (watches
+// completions, queries stream errors). Calls that need no context
+// (cuGetErrorName) and pure memory accesses (fence words) run anywhere.
+//
+// # Memory
+//
+// DeviceMem is cuMemAlloc_v2 memory (Bytes is nil); HostMem is pinned,
+// portable, device-mapped host memory (cuMemHostAlloc PORTABLE|DEVICEMAP)
+// whose Bytes is the slice over the host pointer. Both are zero-filled by
+// Alloc (device memory with cuMemsetD8Async on a private stream that is
+// then synchronized). Copy commands are cuMemcpyAsync with unified
+// addresses on the queue's stream, ordered with everything else. Free is
+// deferred until no queued command names the buffer (R9).
+//
+// # Fence words
+//
+// Fence words are 4-byte slots, one per 64-byte cache line, carved out of
+// 64 KiB slabs of host-mapped pinned memory. The CPU uses sync/atomic on
+// the host address: Store is an atomic max (CAS loop), Load an atomic
+// load, Wait polls (a short spin, then doubling sleeps up to 500 us,
+// bounded by ctx and cancel). WaitValue is cuStreamWaitValue32_v2 with
+// CU_STREAM_WAIT_VALUE_GEQ, which compares cyclically,
+// (int32)(*addr - v) >= 0: gpu.StopValue 0x7FFFFFFF releases every wait
+// for a smaller count, 0xFFFFFFFF would not.
+//
+// WriteValue has two implementations (Options.MonotonicKernel, or
+// CHOREO_CUDA_WRITE=memop|kernel for devices opened by name):
+//
+//   - memop (the default): cuStreamWriteValue32_v2 with the default flags,
+//     which fences like __threadfence_system, so the write lands after the
+//     stream's earlier work is complete and visible (R7). It is a plain
+//     store, so the issuer writes max(v, the largest value issued for the
+//     word, the word's current value): a word with a single GPU writer only
+//     grows (R6 by construction; choreo gives every word one writer).
+//   - kernel: a one-thread kernel that stores max(word, v) between two
+//     system-scope fences (membar.sys), deciding at execution time.
+//
+// The CPU may still release (store gpu.StopValue into) a word the GPU
+// writes while a GPU write issued earlier is queued behind a wait. A plain
+// store would then lower the released word. In both modes a queue
+// therefore repairs every word its completed batch wrote: it raises it
+// back to the largest value the CPU ever stored (before calling done).
+// With memop the word can read low for the microseconds between the GPU's
+// store and the repair, which only delays waiters, never releases one
+// early; the kernel decides at execution time and leaves a window of a few
+// nanoseconds. Measured on the H200 (reference/cuda-h200.md), a round trip
+// with memop takes 3.06 us against 5.04 us with the kernel, and issuing
+// the memop costs about 2 us of CPU against about 7 us for a launch. memop
+// with the repair meets R5 (every wait is released) and R6 for
+// single-writer words, so it is the default; BenchmarkRoundTrip* measures
+// both.
+//
+// # Queues, completions and bounds
+//
+// A queue is a non-blocking stream. Submit validates, takes leases on what
+// the batch names and appends it to the queue's FIFO; it never blocks on
+// the GPU. The issuer keeps at most Options.MaxInflightBatches (64) batches
+// and Options.MaxInflightCommands (512) stream operations on the GPU; more
+// wait in the FIFO. This avoids the launch-queue trap: a stream blocked on
+// a wait with thousands of operations queued behind it blocks the thread
+// that enqueues (measured), so that thread must never enqueue unboundedly.
+// Completions need no cgo callbacks: after each batch the issuer writes
+// the next sequence number into the queue's completion word with a stream
+// write; the poller watches that word (spin, then back off), completes
+// batches strictly in order, and calls cuStreamQuery every millisecond of
+// waiting so a kernel fault or sticky context error fails the unfinished
+// batches with the driver's error. Queue.Close waits for the submitted
+// batches up to ctx; past it the queue stores gpu.StopValue into every word
+// named by a WaitValue that has not completed, so the stream drains, and
+// completes every unfinished batch with gpu.ErrClosed (bounded again by
+// Options.DrainTimeout).
+//
+// # Kernels
+//
+// fill, arange, add and scale for every dtype are CUDA C in
+// kernels/ops.cu, compiled to PTX by kernels/gen.sh (nvcc -ptx
+// -arch=compute_90), embedded with go:embed and loaded with
+// cuModuleLoadData; the driver JIT-compiles the PTX for the GPU it finds.
+// A build without the PTX still compiles, and Open then fails with
+// ErrNoKernels. Their arithmetic follows the rules gpu/gputest checks
+// (float16/bfloat16 in float32, rounded once to nearest even; integers
+// wrap; float scalars on integers truncate toward zero, saturating).
+package cuda
