@@ -19,6 +19,8 @@ import (
 //   - RoundTrip: a CPU -> GPU -> CPU fence round trip: submit [WaitValue A,
 //     WriteValue B], Store A from the CPU, wait for B on the CPU; ns/op is
 //     one round trip, p50-ns and p99-ns its percentiles.
+//   - RoundTripPresubmitted: the same with each trip's batch submitted
+//     before its clock starts, so only Store -> queue -> Wait is timed.
 //   - BatchLatency: submit an empty batch and wait for its done.
 //
 // open returns a fresh device; Bench closes it.
@@ -26,7 +28,8 @@ func Bench(b *testing.B, open func(tb testing.TB) gpu.Device) {
 	for _, k := range []int{1, 16, 256} {
 		b.Run("Commands/batch="+strconv.Itoa(k), func(b *testing.B) { benchCommands(b, open, k) })
 	}
-	b.Run("RoundTrip", func(b *testing.B) { benchRoundTrip(b, open) })
+	b.Run("RoundTrip", func(b *testing.B) { benchRoundTrip(b, open, false) })
+	b.Run("RoundTripPresubmitted", func(b *testing.B) { benchRoundTrip(b, open, true) })
 	b.Run("BatchLatency", func(b *testing.B) { benchBatchLatency(b, open) })
 }
 
@@ -100,7 +103,7 @@ func benchCommands(b *testing.B, open func(tb testing.TB) gpu.Device, perBatch i
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cmds/s")
 }
 
-func benchRoundTrip(b *testing.B, open func(tb testing.TB) gpu.Device) {
+func benchRoundTrip(b *testing.B, open func(tb testing.TB) gpu.Device, presubmit bool) {
 	dev, q := benchDevice(b, open)
 	wa, err := dev.NewFenceWord()
 	if err != nil {
@@ -114,25 +117,38 @@ func benchRoundTrip(b *testing.B, open func(tb testing.TB) gpu.Device) {
 	defer cancel()
 	lat := make([]time.Duration, b.N)
 	cmds := make([]gpu.Command, 2)
-	b.ResetTimer()
-	for i := range b.N {
-		v := uint32(i%(1<<30)) + 1
-		if v == 1 && i > 0 {
-			// Both words are idle here: the previous trip completed.
-			wa.Reset()
-			wb.Reset()
-		}
-		t0 := time.Now()
+	submit := func(v uint32) {
 		cmds[0] = gpu.WaitValue{Word: wa, Value: v}
 		cmds[1] = gpu.WriteValue{Word: wb, Value: v}
 		if err := q.Submit(cmds, nil); err != nil {
 			b.Fatal(err)
+		}
+	}
+	// Values restart at 1 after 1<<30 trips, when both words are idle (the
+	// previous trip completed and the next is not yet submitted).
+	value := func(i int) uint32 { return uint32(i%(1<<30)) + 1 }
+	b.ResetTimer()
+	for i := range b.N {
+		v := value(i)
+		if v == 1 && i > 0 {
+			wa.Reset()
+			wb.Reset()
+		}
+		if presubmit && (i == 0 || v == 1) {
+			submit(v)
+		}
+		t0 := time.Now()
+		if !presubmit {
+			submit(v)
 		}
 		wa.Store(v)
 		if err := wb.Wait(ctx, v, nil); err != nil {
 			b.Fatal(err)
 		}
 		lat[i] = time.Since(t0)
+		if next := value(i + 1); presubmit && next != 1 && i+1 < b.N {
+			submit(next)
+		}
 	}
 	b.StopTimer()
 	reportPercentiles(b, lat)
