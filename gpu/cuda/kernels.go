@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"runtime"
 	"unsafe"
 
@@ -26,8 +27,21 @@ var kernelFS embed.FS
 
 const ptxPath = "kernels/ops.ptx"
 
-// embeddedPTX returns the PTX, NUL-terminated as cuModuleLoadData wants.
+// PTXEnv names an environment variable that, when set, makes Open load
+// the PTX from that file instead of the embedded kernels/ops.ptx: for
+// trying freshly generated kernels with a test binary built before them.
+const PTXEnv = "CHOREO_CUDA_PTX"
+
+// embeddedPTX returns the PTX (from PTXEnv's file if set, else embedded),
+// NUL-terminated as cuModuleLoadData wants.
 func embeddedPTX() ([]byte, error) {
+	if path := os.Getenv(PTXEnv); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("cuda: %s=%s: %v: %w (%w)", PTXEnv, path, err, ErrNoKernels, gpu.ErrNoBackend)
+		}
+		return append(b[:len(b):len(b)], 0), nil
+	}
 	b, err := kernelFS.ReadFile(ptxPath)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(b) == 0) {
 		return nil, fmt.Errorf("cuda: %s is missing or empty in this build: %w (%w)", ptxPath, ErrNoKernels, gpu.ErrNoBackend)
