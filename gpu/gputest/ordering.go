@@ -30,6 +30,8 @@ func testOrdering(t *testing.T, open func(t *testing.T) gpu.Device) {
 	r.mustRun(setup, gpu.Arange{Dst: consts, DType: gpu.Int32, N: total + 1, Start: gpu.Int(0), Step: gpu.Int(1)})
 	at := func(i int) int { return 4 * i }
 
+	// lane is one queue under test with its buffers, its submission order
+	// (mu, next) and what its done callbacks saw.
 	type lane struct {
 		q             gpu.Queue
 		prevS, logS   gpu.Buffer // per submitter: slot s, log s*perSub+j

@@ -15,6 +15,11 @@
 //     submission order, and the commands of a batch in slice order. Submit
 //     never blocks for long: the FIFO is unbounded. A failing command stops
 //     its batch; done gets its error, wrapped as "sim: <op>: command <i>: ...".
+//   - A done callback runs on the queue's goroutine: it must not block for
+//     long, nor Close its own queue or device (Close waits for that very
+//     goroutine, so it would stall until its deadline plus the drain bound).
+//   - Buffers and words stay allocated until Free or Device.Close, as on a
+//     real GPU; the device enforces its memory size (gpu.ErrOutOfMemory).
 //   - A FenceWord is an atomic uint32 with a wake-up: every write (Store,
 //     WriteValue, Reset, Free) wakes the GPU and CPU waiters on that word.
 //     Waiters spin briefly before they park, which keeps a CPU->GPU->CPU

@@ -50,6 +50,7 @@ func (Driver) Priority() int { return 0 }
 // Option configures a device made by New.
 type Option func(*config)
 
+// config is a device's settings, fixed when New builds it.
 type config struct {
 	memoryBytes  uint64
 	closeTimeout time.Duration
