@@ -44,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&allow, "allow-sel", "selectors to accept although darwinkit never sends them (comma-separated, repeatable)")
 	listTraps := fs.String("listtraps", "", "list the always-panicking functions of this darwinkit package and exit")
 	verbose := fs.Bool("v", false, "print a summary line")
+	tests := fs.Bool("tests", true, "also check the packages' _test.go files")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: darwincheck [-allow-sel sel,...] [-v] packages...")
 		fmt.Fprintln(stderr, "       darwincheck -listtraps importpath")
@@ -55,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	c := darwincheck.NewChecker()
 	c.AllowSelectors = allow
+	c.Tests = *tests
 	if *listTraps != "" {
 		if err := c.LoadKit(*listTraps, "."); err != nil {
 			fmt.Fprintln(stderr, err)

@@ -17,6 +17,9 @@ type Checker struct {
 	// AllowSelectors are selectors the sel lint accepts although darwinkit
 	// never sends them (newer Metal API, private selectors).
 	AllowSelectors []string
+	// Tests adds each package's _test.go files (in-package ones with the
+	// package, external ones as their own package).
+	Tests bool
 
 	l     *loader
 	traps map[*types.Func]string // darwinkit functions that always panic
@@ -49,18 +52,34 @@ func (c *Checker) Check(dirs ...string) ([]Diagnostic, error) {
 	return sortDiagnostics(ds), nil
 }
 
-// checkDir checks one package directory.
+// checkDir checks one package directory: its darwin/arm64 Go and cgo
+// files and, with Tests, its in-package test files together, then its
+// external test package (package x_test) separately.
 func (c *Checker) checkDir(dir string) []Diagnostic {
-	loadErr := func(format string, args ...any) []Diagnostic {
-		return []Diagnostic{{Pos: token.Position{Filename: dir}, Kind: KindLoad, Msg: fmt.Sprintf(format, args...)}}
-	}
 	bp, err := c.l.ctxt.ImportDir(dir, 0)
 	if err != nil {
-		return loadErr("no package for darwin/arm64: %v", err)
+		return []Diagnostic{{Pos: token.Position{Filename: dir}, Kind: KindLoad,
+			Msg: fmt.Sprintf("no package for darwin/arm64: %v", err)}}
 	}
-	files, err := c.l.parse(bp, 0)
+	path := importPathOf(dir)
+	names := append(append([]string{}, bp.GoFiles...), bp.CgoFiles...)
+	if c.Tests {
+		names = append(names, bp.TestGoFiles...)
+	}
+	ds := c.checkFiles(dir, path, names)
+	if c.Tests && len(bp.XTestGoFiles) > 0 {
+		ds = append(ds, c.checkFiles(dir, path+"_test", bp.XTestGoFiles)...)
+	}
+	ds = append(ds, c.depErrors()...)
+	return ds
+}
+
+// checkFiles checks the named files of dir as one package, with function
+// bodies, and lints them.
+func (c *Checker) checkFiles(dir, path string, names []string) []Diagnostic {
+	files, err := c.l.parseFiles(dir, path, names)
 	if err != nil {
-		return loadErr("%v", err)
+		return []Diagnostic{{Pos: token.Position{Filename: dir}, Kind: KindLoad, Msg: err.Error()}}
 	}
 	var ds []Diagnostic
 	info := &types.Info{
@@ -74,8 +93,7 @@ func (c *Checker) checkDir(dir string) []Diagnostic {
 		}
 		ds = append(ds, Diagnostic{Pos: token.Position{Filename: dir}, Kind: KindType, Msg: err.Error()})
 	})
-	conf.Check(importPathOf(dir), c.l.fset, files, info)
-	ds = append(ds, c.depErrors()...)
+	conf.Check(path, c.l.fset, files, info)
 	c.scanKit()
 	ds = append(ds, c.lintTraps(info)...)
 	ds = append(ds, c.lintSelectors(files, info)...)

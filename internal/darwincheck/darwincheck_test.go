@@ -20,7 +20,10 @@ var (
 
 func checker(t *testing.T) *Checker {
 	t.Helper()
-	sharedOnce.Do(func() { sharedChecker = NewChecker() })
+	sharedOnce.Do(func() {
+		sharedChecker = NewChecker()
+		sharedChecker.Tests = true
+	})
 	return sharedChecker
 }
 

@@ -80,7 +80,7 @@ func (l *loader) ImportFrom(path, dir string, _ types.ImportMode) (*types.Packag
 	l.byDir[bp.Dir] = p
 	defer func() { p.ready = true }()
 
-	files, err := l.parse(bp, 0)
+	files, err := l.parse(bp)
 	if err != nil {
 		p.err = err
 		return nil, err
@@ -143,12 +143,16 @@ func (l *loader) isStd(path string) bool {
 }
 
 // parse parses the Go and cgo files of bp that a darwin/arm64 build uses.
-func (l *loader) parse(bp *build.Package, mode parser.Mode) ([]*ast.File, error) {
-	names := append(append([]string{}, bp.GoFiles...), bp.CgoFiles...)
+func (l *loader) parse(bp *build.Package) ([]*ast.File, error) {
+	return l.parseFiles(bp.Dir, bp.ImportPath, append(append([]string{}, bp.GoFiles...), bp.CgoFiles...))
+}
+
+// parseFiles parses the named files of dir (package path, for errors).
+func (l *loader) parseFiles(dir, path string, names []string) ([]*ast.File, error) {
 	files := make([]*ast.File, 0, len(names))
 	var errs []error
 	for _, name := range names {
-		f, err := parser.ParseFile(l.fset, filepath.Join(bp.Dir, name), nil, mode|parser.SkipObjectResolution)
+		f, err := parser.ParseFile(l.fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -156,7 +160,7 @@ func (l *loader) parse(bp *build.Package, mode parser.Mode) ([]*ast.File, error)
 		files = append(files, f)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("darwincheck: parse %s: %w", bp.ImportPath, errors.Join(errs...))
+		return nil, fmt.Errorf("darwincheck: parse %s: %w", path, errors.Join(errs...))
 	}
 	return files, nil
 }
