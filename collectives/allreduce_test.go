@@ -1,0 +1,116 @@
+package collectives_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/choreo-gpu/choreo/array"
+	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// runAllReduce runs one all-reduce on every rank of w and checks it
+// against the reference.
+func runAllReduce(t *testing.T, w *world, dt gpu.DType, op collectives.Op, count int, opts ...collectives.CallOption) {
+	t.Helper()
+	n := len(w.groups)
+	ins := make([][]float64, n)
+	outs := make([]*array.Array, n)
+	for r := range n {
+		ins[r] = rounded(dt, input(dt, r, count))
+		x := fromFloat64(t, w.s[r], dt, ins[r])
+		y, err := w.groups[r].AllReduce(w.s[r], x, op, opts...)
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		outs[r] = y
+	}
+	want := reduceRef(dt, op, ins)
+	for r, y := range outs {
+		got, err := array.ToFloat64(bounded(t, 20*time.Second), y)
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		if err := compare(dt, got, want); err != nil {
+			t.Fatalf("rank %d: %s %s x%d: %v", r, dt, op, count, err)
+		}
+	}
+}
+
+// TestR20AllReduceMatrix: every dtype and op, sizes 7, 10 and 1024, and an
+// input with fewer elements than ranks, on 2, 3 and 4 ranks.
+func TestR20AllReduceMatrix(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		w := newWorld(t, n)
+		for _, dt := range gpu.DTypes {
+			for _, op := range []collectives.Op{collectives.Sum, collectives.Prod, collectives.Min, collectives.Max} {
+				for _, count := range []int{1, 7, 10, 1024} {
+					t.Run(fmt.Sprintf("n%d/%s/%s/%d", n, dt, op, count), func(t *testing.T) {
+						runAllReduce(t, w, dt, op, count)
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestR20AllReduceLarge: 1024x1024 elements, float32 and int32 sums.
+func TestR20AllReduceLarge(t *testing.T) {
+	w := newWorld(t, 4)
+	for _, dt := range []gpu.DType{gpu.Float32, gpu.Int32, gpu.BFloat16} {
+		runAllReduce(t, w, dt, collectives.Sum, 1024*1024)
+	}
+}
+
+// TestR16Donation: a donated input's buffer becomes the output's.
+func TestR16Donation(t *testing.T) {
+	w := newWorld(t, 3)
+	xs := make([]*array.Array, 3)
+	ys := make([]*array.Array, 3)
+	for r := range 3 {
+		xs[r] = fromFloat64(t, w.s[r], gpu.Float32, []float64{float64(r), 1, 2})
+		y, err := w.groups[r].AllReduce(w.s[r], xs[r], collectives.Sum, collectives.Donate())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ys[r] = y
+	}
+	for r := range 3 {
+		if ys[r].Buffer() != xs[r].Buffer() {
+			t.Fatalf("rank %d: donated output has its own buffer", r)
+		}
+		got, err := array.ToSlice[float32](bounded(t, 5*time.Second), ys[r])
+		if err != nil || got[0] != 3 || got[1] != 3 || got[2] != 6 {
+			t.Fatalf("rank %d: %v %v", r, got, err)
+		}
+	}
+}
+
+// TestR17GroupOfOne: all-reduce and all-gather return the input; send and
+// recv fail with a clear error.
+func TestR17GroupOfOne(t *testing.T) {
+	w := newWorld(t, 1)
+	g, s := w.groups[0], w.s[0]
+	x := fromFloat64(t, s, gpu.Int16, []float64{1, -2, 3})
+	y, err := g.AllReduce(s, x, collectives.Prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := g.AllGather(s, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []*array.Array{y, z} {
+		got, err := array.ToSlice[int16](bounded(t, 5*time.Second), a)
+		if err != nil || len(got) != 3 || got[0] != 1 || got[1] != -2 || got[2] != 3 {
+			t.Fatalf("size-1 result %v: %v %v", a, got, err)
+		}
+	}
+	if err := g.Send(s, x, 0); err == nil {
+		t.Fatal("send in a group of one accepted")
+	}
+	if _, err := g.Recv(s, []int{3}, gpu.Int16, 0); err == nil {
+		t.Fatal("recv in a group of one accepted")
+	}
+}

@@ -1,0 +1,154 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/streams"
+)
+
+// Group is one rank's view of a group of ranks. Collectives on a group are
+// matched across ranks by call order, so each rank must call them in the
+// same order; calls from several goroutines on one group are serialised
+// (the order is whatever order the calls take the group's lock). Each rank
+// of a group owns its communication stream (R12). Methods are safe for
+// concurrent use.
+type Group struct {
+	rt   *actors.Runtime
+	t    transport.Transport
+	comm *streams.Comm
+	id   uint64
+	cfg  config
+
+	mu      sync.Mutex // call order: sequence numbers and comm submission
+	seq     uint64
+	sendSeq []uint64 // per destination
+	recvSeq []uint64 // per source
+	closed  bool
+
+	errMu  sync.Mutex
+	errs   []error // failures since the last Wait
+	splits atomic.Uint64
+}
+
+var groupIDs atomic.Uint64
+
+// newGroup makes a rank's group over t with its own communication stream.
+func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) (*Group, error) {
+	comm, err := streams.NewComm(rt, fmt.Sprintf("g%d-r%d", id, t.Rank()))
+	if err != nil {
+		return nil, fmt.Errorf("collectives: group %d rank %d: %w", id, t.Rank(), err)
+	}
+	return &Group{rt: rt, t: t, comm: comm, id: id, cfg: cfg,
+		sendSeq: make([]uint64, t.Size()), recvSeq: make([]uint64, t.Size())}, nil
+}
+
+func defaultConfig(opts []Option) config {
+	cfg := config{timeout: 30 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
+// Local returns the n groups of an in-process world: groups[r] is rank r.
+// The ranks share rt (one fence actor) but each has its own communication
+// stream; their transport hands slices over directly, and the algorithms
+// read peers' buffers in place, so no byte is copied twice.
+func Local(rt *actors.Runtime, n int, opts ...Option) ([]*Group, error) {
+	if rt == nil {
+		return nil, fmt.Errorf("collectives: local: nil runtime: %w", ErrBadArgument)
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("collectives: local: %d ranks: %w", n, ErrBadArgument)
+	}
+	cfg := defaultConfig(opts)
+	id := groupIDs.Add(1)
+	ts := transport.NewLocal(n)
+	groups := make([]*Group, n)
+	for r := range n {
+		g, err := newGroup(rt, ts[r], id, cfg)
+		if err != nil {
+			for _, t := range ts {
+				_ = t.Close()
+			}
+			return nil, err
+		}
+		groups[r] = g
+	}
+	return groups, nil
+}
+
+// Rank is this rank's number in the group, 0..Size()-1.
+func (g *Group) Rank() int { return g.t.Rank() }
+
+// Size is the number of ranks.
+func (g *Group) Size() int { return g.t.Size() }
+
+// ID is the group's id, the same on every rank.
+func (g *Group) ID() uint64 { return g.id }
+
+// Comm is the rank's communication stream for this group.
+func (g *Group) Comm() *streams.Comm { return g.comm }
+
+// Wait blocks until every collective this rank has started on the group has
+// finished (bounded by ctx) and returns the failures since the last Wait,
+// joined. It is how a caller learns of a failed Send, which has no output.
+func (g *Group) Wait(ctx context.Context) error {
+	done := make(chan error, 1)
+	if err := g.comm.Submit(streams.Task{Name: "wait", Run: func(context.Context) error { return nil },
+		Done: func(err error) { done <- err }}); err != nil {
+		return fmt.Errorf("collectives: wait: %w", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("collectives: wait: %w", err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("collectives: wait: %w", transport.CtxError(ctx))
+	}
+	g.errMu.Lock()
+	defer g.errMu.Unlock()
+	err := errors.Join(g.errs...)
+	g.errs = nil
+	return err
+}
+
+// Close leaves the group: this rank's pending collectives fail, and peers
+// see ErrPeerLost for anything involving this rank (R19). The runtime
+// remains usable for new groups.
+func (g *Group) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	g.mu.Unlock()
+	err := g.t.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.timeout)
+	defer cancel()
+	if cerr := g.comm.Close(ctx); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("collectives: close group %d rank %d: %w", g.id, g.Rank(), err)
+	}
+	return nil
+}
+
+func (g *Group) record(err error) {
+	if err == nil {
+		return
+	}
+	g.errMu.Lock()
+	g.errs = append(g.errs, err)
+	g.errMu.Unlock()
+}

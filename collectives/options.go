@@ -1,0 +1,81 @@
+package collectives
+
+import (
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/algo"
+	"github.com/choreo-gpu/choreo/collectives/reduce"
+	"github.com/choreo-gpu/choreo/fence"
+)
+
+// Op is a reduction operator.
+type Op = reduce.Op
+
+// The reduce ops.
+const (
+	Sum  = reduce.Sum
+	Prod = reduce.Prod
+	Min  = reduce.Min
+	Max  = reduce.Max
+)
+
+// ParseOp turns "sum", "prod", "min" or "max" into an Op.
+func ParseOp(s string) (Op, error) { return reduce.ParseOp(s) }
+
+// config holds a group's settings.
+type config struct {
+	timeout  time.Duration
+	maxBytes int
+	algo     []algo.Option
+	trace    func(TraceEvent)
+}
+
+// TraceEvent reports one finished collective: which, on which rank, the
+// fence's (side, op, value) sequence (R2), how long it took and its error.
+type TraceEvent struct {
+	Op       string
+	Rank     int
+	Seq      uint64
+	HasEvent bool
+	Steps    []fence.Step
+	Elapsed  time.Duration
+	Err      error
+}
+
+// Option configures a group.
+type Option func(*config)
+
+// WithTimeout bounds every collective of the group (default 30 s): a
+// collective not done by then fails on this rank with ErrTimeout and aborts
+// on the others.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// WithMaxBytes refuses payloads over n bytes per rank (R18); 0 means no limit.
+func WithMaxBytes(n int) Option { return func(c *config) { c.maxBytes = n } }
+
+// WithAlgorithm passes options to the algorithms (algorithm choice,
+// small-payload threshold, ring chunk size). Every rank must use the same.
+func WithAlgorithm(opts ...algo.Option) Option {
+	return func(c *config) { c.algo = append(c.algo, opts...) }
+}
+
+// WithTrace calls fn after each collective of the group finishes, from the
+// rank's communication stream; fn must not block.
+func WithTrace(fn func(TraceEvent)) Option { return func(c *config) { c.trace = fn } }
+
+// CallOption configures one call.
+type CallOption func(*callConfig)
+
+type callConfig struct {
+	donate bool
+}
+
+// Donate lets the output take over the input's buffer (R16): the op runs in
+// place, and the caller must not use the input again.
+func Donate() CallOption { return func(c *callConfig) { c.donate = true } }
