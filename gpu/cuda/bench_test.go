@@ -59,6 +59,9 @@ func newRawStream(b *testing.B, d *Device) *rawStream {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
+		// Release any wait a failed run left on the stream, so the
+		// synchronize is bounded.
+		atomic.StoreUint32(r.a.s.p, gpu.StopValue)
 		do(d.main, func() error { a.cuStreamSynchronize(r.s); a.cuStreamDestroy(r.s); return nil })
 		r.a.Free()
 		r.b.Free()
