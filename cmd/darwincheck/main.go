@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/darwincheck [-allow-sel sel,...] ./gpu/metal ./metalshader
+//	go run ./cmd/darwincheck [-allow-sel sel,...] [-tests=false] [-v] ./gpu/metal ./metalshader
 //	go run ./cmd/darwincheck -listtraps github.com/progrium/darwinkit/macos/metal
 //
 // Exit status: 0 clean, 1 problems found, 2 the check could not run.
@@ -46,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print a summary line")
 	tests := fs.Bool("tests", true, "also check the packages' _test.go files")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: darwincheck [-allow-sel sel,...] [-v] packages...")
+		fmt.Fprintln(stderr, "usage: darwincheck [-allow-sel sel,...] [-tests=false] [-v] packages...")
 		fmt.Fprintln(stderr, "       darwincheck -listtraps importpath")
 		fs.PrintDefaults()
 	}
