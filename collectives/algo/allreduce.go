@@ -43,7 +43,7 @@ func (c *coll) allReduce(in, out []byte) error {
 		if c.small {
 			return c.directAllReduceSmall(in, out)
 		}
-		return c.directAllReduce(in, out)
+		return c.directAllReducePush(in, out)
 	}
 	if err := c.match(); err != nil {
 		return err
@@ -119,7 +119,7 @@ func (c *coll) resolve(bytes int, doubling bool) error {
 	default:
 		return fmt.Errorf("unknown algorithm %d: %w", c.alg, ErrBadArgument)
 	}
-	c.small = c.alg == Direct && bytes <= c.o.SmallBytes
+	c.small = c.alg == Direct && bytes <= c.o.DirectSmallBytes
 	return nil
 }
 

@@ -18,8 +18,9 @@
 //   - recursive doubling (doubling.go): latency-optimal all-reduce for small
 //     payloads; non-power-of-two sizes fold the extra ranks in first.
 //   - direct (direct.go): for PeerAccess transports; each rank reduces its
-//     block straight from all peers' inputs in one pass, then copies the
-//     other blocks from the peers' outputs; no byte is copied twice.
+//     block straight from all ranks' inputs in one pass (a cache-sized
+//     chunk at a time) and writes it into every rank's output; no byte is
+//     copied twice. Small payloads: every rank reduces the whole vector.
 //   - binomial tree (tree.go): broadcast over messages, chunked.
 //
 // float16 and bfloat16 reductions round once per element: the direct

@@ -29,7 +29,8 @@ func (c *coll) doubling(dt gpu.DType, buf []byte) error {
 		p *= 2
 	}
 	rem := n - p
-	scratch := make([]byte, len(buf))
+	scratch := getScratch(len(buf))
+	defer putScratch(scratch)
 
 	if r < 2*rem && r%2 == 0 { // extra: fold in, wait for the result
 		if err := c.t.Send(c.ctx, r+1, c.tag(stepFoldIn), buf); err != nil {

@@ -28,12 +28,19 @@ func (a Algorithm) String() string {
 	return "algorithm(?)"
 }
 
-// Defaults, chosen by measurement (see the package benchmarks).
+// Defaults, chosen by measurement (BenchmarkCrossover, 4 in-process ranks
+// on 2 cores): doubling beat the ring up to 256 KiB (302 vs 475 us), tied at
+// 1 MiB and lost at 4 MiB (6.8 vs 4.1 ms); the whole-vector direct variant
+// beat the sliced one up to 16 KiB (10.3 vs 11.4 us) and lost from 64 KiB
+// (32 vs 21 us). A network transport, with a higher per-message cost, may
+// want a different SmallBytes: measure it there.
 const (
-	// DefaultSmallBytes: all-reduce payloads up to this size take the
-	// latency-optimal algorithm (recursive doubling, or the one-phase direct
-	// variant).
-	DefaultSmallBytes = 64 << 10
+	// DefaultSmallBytes: message-transport all-reduces up to this size use
+	// recursive doubling, larger ones the ring.
+	DefaultSmallBytes = 256 << 10
+	// DefaultDirectSmallBytes: direct all-reduces up to this size have every
+	// rank reduce the whole vector (two barriers, no slicing).
+	DefaultDirectSmallBytes = 16 << 10
 	// DefaultChunkBytes: the ring's pipelining unit.
 	DefaultChunkBytes = 128 << 10
 )
@@ -42,9 +49,10 @@ const (
 // options (the match checks the resulting choice, so a difference fails
 // with ErrMismatch rather than hanging). The zero value means defaults.
 type Options struct {
-	Algorithm  Algorithm
-	SmallBytes int
-	ChunkBytes int
+	Algorithm        Algorithm
+	SmallBytes       int
+	DirectSmallBytes int
+	ChunkBytes       int
 }
 
 // Option sets one field of Options.
@@ -53,9 +61,14 @@ type Option func(*Options)
 // WithAlgorithm forces an algorithm.
 func WithAlgorithm(a Algorithm) Option { return func(o *Options) { o.Algorithm = a } }
 
-// WithSmallBytes sets the small-payload threshold in bytes (0: default;
-// negative: never small).
-func WithSmallBytes(n int) Option { return func(o *Options) { o.SmallBytes = n } }
+// WithSmallBytes sets both small-payload thresholds (SmallBytes and
+// DirectSmallBytes) in bytes (0: default; negative: never small).
+func WithSmallBytes(n int) Option {
+	return func(o *Options) { o.SmallBytes, o.DirectSmallBytes = n, n }
+}
+
+// WithDirectSmallBytes sets DirectSmallBytes alone.
+func WithDirectSmallBytes(n int) Option { return func(o *Options) { o.DirectSmallBytes = n } }
 
 // WithChunkBytes sets the ring chunk size in bytes (0: default).
 func WithChunkBytes(n int) Option { return func(o *Options) { o.ChunkBytes = n } }
@@ -72,6 +85,9 @@ func buildOptions(opts []Option) Options {
 	}
 	if o.SmallBytes == 0 {
 		o.SmallBytes = DefaultSmallBytes
+	}
+	if o.DirectSmallBytes == 0 {
+		o.DirectSmallBytes = DefaultDirectSmallBytes
 	}
 	if o.ChunkBytes <= 0 {
 		o.ChunkBytes = DefaultChunkBytes

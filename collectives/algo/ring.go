@@ -94,17 +94,31 @@ func (c *coll) ringDir(ctx context.Context, spec ringSpec, dirIdx, d int, fail f
 	step := stepData + uint32(dirIdx)
 	rsEnd := n - 1
 
-	total := 0
+	total, biggest := 0, 0
 	for g := spec.g0; g < spec.g1; g++ {
-		total += spec.chunks(len(spec.half(spec.acc(mod(r-d*(g+2), n)), dirIdx)))
+		l := len(spec.half(spec.acc(mod(r-d*(g+2), n)), dirIdx))
+		total += spec.chunks(l)
+		biggest = max(biggest, min(l, spec.chunk))
 	}
 	items := make(chan ringItem, total)
 	ready := make(chan struct{}, total)
 	free := make(chan []byte, ringSlots)
-	if spec.in != nil {
+	if spec.in != nil && biggest > 0 {
 		for i := 0; i < ringSlots; i++ {
-			free <- make([]byte, spec.chunk)
+			free <- getScratch(biggest)
 		}
+		// Runs after the sender and receiver have returned (wg.Wait below);
+		// slots still held by unreduced items after a failure are dropped.
+		defer func() {
+			for {
+				select {
+				case b := <-free:
+					putScratch(b)
+				default:
+					return
+				}
+			}
+		}()
 	}
 
 	var wg sync.WaitGroup

@@ -33,6 +33,8 @@ func (t Tag) String() string {
 //   - Recv fills exactly len(into) bytes. A message of another size fails the
 //     Recv with ErrSizeMismatch (the message is consumed); its Send returns
 //     nil or ErrSizeMismatch, depending on whether the transport can know.
+//   - Once Send or Recv has returned, with any result, the transport no
+//     longer touches its buffer (callers recycle buffers).
 //   - Zero-length messages are allowed.
 //   - Every call returns when its context is done: with an error wrapping
 //     ErrTimeout and context.DeadlineExceeded, or wrapping context.Canceled.
