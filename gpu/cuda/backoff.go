@@ -9,26 +9,30 @@ import (
 // Polling budget shared by every place that watches a word in host-mapped
 // memory for the GPU (a CPU fence wait, a queue's completion poller). A
 // GPU->CPU store lands in a few microseconds, so watchers first spin
-// (spinFor, yielding the processor every spinYieldEvery polls), then sleep
-// in steps that double from minSleep up to maxSleep. The GPU cannot wake
-// a Go goroutine without cgo callbacks, so polling is the mechanism; the
-// sleeps bound its CPU cost when a wait is long.
+// (spinFor, yielding the processor every spinYieldEvery polls unless the
+// watcher is a locked driver thread), then sleep in steps that double from
+// minSleep up to maxSleep. The GPU cannot wake a Go goroutine without cgo
+// callbacks, so polling is the mechanism; the sleeps bound its CPU cost
+// when a wait is long.
 const (
-	spinFor        = 20 * time.Microsecond
+	spinFor        = 50 * time.Microsecond
 	spinYieldEvery = 64
 	minSleep       = 4 * time.Microsecond
-	maxSleep       = 500 * time.Microsecond
+	maxSleep       = 250 * time.Microsecond
 )
 
-// backoff paces one polling loop. The zero value starts in the spin phase.
+// backoff paces one polling loop. The zero value starts in the spin phase
+// and yields while spinning; locked must be set on a driver thread, where
+// runtime.Gosched would hand the thread off and cost a futex wake-up.
 type backoff struct {
-	start time.Time
-	polls int
-	sleep time.Duration
+	locked bool
+	start  time.Time
+	polls  int
+	sleep  time.Duration
 }
 
 // reset starts a new wait (back to spinning).
-func (b *backoff) reset() { *b = backoff{} }
+func (b *backoff) reset() { *b = backoff{locked: b.locked} }
 
 // next returns how long to sleep before the next poll: 0 while spinning.
 func (b *backoff) next() time.Duration {
@@ -38,7 +42,9 @@ func (b *backoff) next() time.Duration {
 	}
 	if b.sleep == 0 {
 		if b.polls%spinYieldEvery == 0 {
-			runtime.Gosched()
+			if !b.locked {
+				runtime.Gosched()
+			}
 			if time.Since(b.start) >= spinFor {
 				b.sleep = minSleep
 			}
@@ -101,4 +107,25 @@ func lastLook(cond func() (bool, error), fail func() error) error {
 		return err
 	}
 	return fail()
+}
+
+// parkSpin is how long a driver thread spins on its wake-up channel before
+// it blocks on it: a blocked locked thread takes a futex wake-up (several
+// microseconds, more in a VM) to resume, which a submit right behind the
+// previous one would otherwise pay every time.
+const parkSpin = 50 * time.Microsecond
+
+// awaitWake receives from ch, spinning up to parkSpin first (without
+// yielding: the caller is a locked driver thread).
+func awaitWake(ch chan struct{}) {
+	start := time.Now()
+	for i := 1; ; i++ {
+		if len(ch) > 0 {
+			break
+		}
+		if i%64 == 0 && time.Since(start) >= parkSpin {
+			break
+		}
+	}
+	<-ch
 }

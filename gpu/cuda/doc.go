@@ -38,7 +38,7 @@
 // Fence words are 4-byte slots, one per 64-byte cache line, carved out of
 // 64 KiB slabs of host-mapped pinned memory. The CPU uses sync/atomic on
 // the host address: Store is an atomic max (CAS loop), Load an atomic
-// load, Wait polls (a short spin, then doubling sleeps up to 500 us,
+// load, Wait polls (a short spin, then doubling sleeps up to 250 us,
 // bounded by ctx and cancel). WaitValue is cuStreamWaitValue32_v2 with
 // CU_STREAM_WAIT_VALUE_GEQ, which compares cyclically,
 // (int32)(*addr - v) >= 0: gpu.StopValue 0x7FFFFFFF releases every wait

@@ -13,7 +13,7 @@ const queryEvery = time.Millisecond
 // completes their batches in order. It exits once the issuer has exited
 // and nothing is in flight, or when Close gave up draining.
 func (q *queue) pollLoop() {
-	var bo backoff
+	bo := backoff{locked: true}
 	var slept time.Duration
 	for {
 		q.mu.Lock()
@@ -27,7 +27,7 @@ func (q *queue) pollLoop() {
 			if gone {
 				return
 			}
-			<-q.pollerWake
+			awaitWake(q.pollerWake)
 			bo.reset()
 			continue
 		}
