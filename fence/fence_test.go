@@ -413,6 +413,10 @@ func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 	if !errors.Is(err, fence.ErrTimeout) || !errors.Is(err, fence.ErrReleased) || !errors.Is(err, array.ErrFailed) {
 		t.Fatalf("guarded output: %v, want ErrFailed+ErrReleased+ErrTimeout", err)
 	}
+	// The release fails the output first, then leaves the live set.
+	for deadline := time.Now().Add(2 * time.Second); r.rt.Fences().Live() != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if r.rt.Fences().Live() != 0 {
 		t.Fatalf("%d fences still live", r.rt.Fences().Live())
 	}
