@@ -108,24 +108,3 @@ func lastLook(cond func() (bool, error), fail func() error) error {
 	}
 	return fail()
 }
-
-// parkSpin is how long a driver thread spins on its wake-up channel before
-// it blocks on it: a blocked locked thread takes a futex wake-up (several
-// microseconds, more in a VM) to resume, which a submit right behind the
-// previous one would otherwise pay every time.
-const parkSpin = 50 * time.Microsecond
-
-// awaitWake receives from ch, spinning up to parkSpin first (without
-// yielding: the caller is a locked driver thread).
-func awaitWake(ch chan struct{}) {
-	start := time.Now()
-	for i := 1; ; i++ {
-		if len(ch) > 0 {
-			break
-		}
-		if i%64 == 0 && time.Since(start) >= parkSpin {
-			break
-		}
-	}
-	<-ch
-}

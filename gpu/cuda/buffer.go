@@ -52,6 +52,36 @@ func (b *buffer) Free() error {
 	return nil
 }
 
+// Memory and the driver's implicit synchronization: cuMemFree (and
+// cuMemFreeHost) wait for the whole context, and while one waits every
+// other allocation blocks too (measured on the H200: a stream blocked on a
+// fence wait stalled the next Alloc after a Free until the fence was
+// released). Frees therefore never synchronize:
+//   - device memory comes from the stream-ordered allocator
+//     (cuMemAllocAsync on the device's private zero-fill stream, then
+//     cuMemFreeAsync on that stream once no queued command names the
+//     buffer; the lease guarantees that every stream that used it has
+//     completed that work). Without memory pools it falls back to
+//     cuMemAlloc_v2 / cuMemFree_v2.
+//   - pinned host blocks are cached by power-of-two size class and reused
+//     by later HostMem allocations; they go back to the driver only at
+//     Device.Close, when no stream is blocked any more.
+
+// hostClass is the size class of an n-byte pinned host block.
+func hostClass(n int) int {
+	c := 4096
+	for c < n {
+		c *= 2
+	}
+	return c
+}
+
+// hostBlock is one cached pinned host allocation.
+type hostBlock struct {
+	host unsafe.Pointer
+	dptr uintptr
+}
+
 // alloc makes a zero-filled buffer; it runs on the device's main thread.
 func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 	b := &buffer{dev: d, n: n, kind: kind}
@@ -63,7 +93,11 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 		}
 	case kind == gpu.DeviceMem:
 		var p uintptr
-		if err := a.errorf("cuMemAlloc_v2", a.cuMemAlloc(&p, uint64(n))); err != nil {
+		if d.pools {
+			if err := a.errorf("cuMemAllocAsync", a.cuMemAllocAsync(&p, uint64(n), d.zeroStream)); err != nil {
+				return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
+			}
+		} else if err := a.errorf("cuMemAlloc_v2", a.cuMemAlloc(&p, uint64(n))); err != nil {
 			return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
 		}
 		err := a.errorf("cuMemsetD8Async", a.cuMemsetD8Async(p, 0, uint64(n), d.zeroStream))
@@ -71,31 +105,58 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 			err = a.errorf("cuStreamSynchronize", a.cuStreamSynchronize(d.zeroStream))
 		}
 		if err != nil {
-			a.cuMemFree(p)
+			d.freeDevice(p)
 			return nil, fmt.Errorf("cuda: zero %d bytes of device memory: %w", n, err)
 		}
 		b.dptr = p
 	default:
-		var h unsafe.Pointer
-		if err := a.errorf("cuMemHostAlloc", a.cuMemHostAlloc(&h, uint64(n), memHostAllocPortable|memHostAllocDeviceMap)); err != nil {
-			return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)
+		class := hostClass(n)
+		blk, ok := d.takeHostBlock(class)
+		if !ok {
+			var h unsafe.Pointer
+			if err := a.errorf("cuMemHostAlloc", a.cuMemHostAlloc(&h, uint64(class), memHostAllocPortable|memHostAllocDeviceMap)); err != nil {
+				return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)
+			}
+			var p uintptr
+			if err := a.errorf("cuMemHostGetDevicePointer_v2", a.cuMemHostGetDevicePointer(&p, h, 0)); err != nil {
+				a.cuMemFreeHost(h)
+				return nil, fmt.Errorf("cuda: map %d bytes of pinned host memory: %w", n, err)
+			}
+			blk = hostBlock{host: h, dptr: p}
 		}
-		var p uintptr
-		if err := a.errorf("cuMemHostGetDevicePointer_v2", a.cuMemHostGetDevicePointer(&p, h, 0)); err != nil {
-			a.cuMemFreeHost(h)
-			return nil, fmt.Errorf("cuda: map %d bytes of pinned host memory: %w", n, err)
-		}
-		b.host, b.dptr = h, p
-		b.bytes = unsafe.Slice((*byte)(h), n)
+		b.host, b.dptr = blk.host, blk.dptr
+		b.bytes = unsafe.Slice((*byte)(blk.host), n)
 		clear(b.bytes)
 	}
 	b.l.release = func() { d.releaseBuffer(b) }
 	return b, nil
 }
 
-// releaseBuffer hands b's memory to the reaper thread (cuMemFree
-// synchronizes with the context and must not stall any caller). A buffer
-// that Device.Close already took over is left to it.
+// freeDevice gives device memory back without synchronizing; it runs on a
+// driver thread.
+func (d *Device) freeDevice(p uintptr) {
+	if d.pools {
+		d.api.cuMemFreeAsync(p, d.zeroStream)
+	} else {
+		d.api.cuMemFree(p)
+	}
+}
+
+func (d *Device) takeHostBlock(class int) (hostBlock, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	list := d.hostCache[class]
+	if len(list) == 0 {
+		return hostBlock{}, false
+	}
+	blk := list[len(list)-1]
+	d.hostCache[class] = list[:len(list)-1]
+	return blk, true
+}
+
+// releaseBuffer gives b's memory back once no command names it: device
+// memory through the reaper thread (cuMemFreeAsync), host memory into the
+// cache. A buffer that Device.Close already took over is left to it.
 func (d *Device) releaseBuffer(b *buffer) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -103,20 +164,28 @@ func (d *Device) releaseBuffer(b *buffer) {
 		return
 	}
 	delete(d.live, b)
-	d.queueFree(b.freeFunc())
+	switch {
+	case b.n == 0:
+	case b.kind == gpu.HostMem:
+		c := hostClass(b.n)
+		d.hostCache[c] = append(d.hostCache[c], hostBlock{host: b.host, dptr: b.dptr})
+	default:
+		p := b.dptr
+		d.queueFree(func() { d.freeDevice(p) })
+	}
 }
 
-// freeFunc returns the driver call that gives b's memory back; it runs on
-// a driver thread.
+// freeFunc returns the driver call that gives b's memory back for good
+// (Device.Close); it runs on a driver thread.
 func (b *buffer) freeFunc() func() {
-	a, n, kind, dptr, host := b.dev.api, b.n, b.kind, b.dptr, b.host
+	d, n, kind, dptr, host := b.dev, b.n, b.kind, b.dptr, b.host
 	return func() {
 		switch {
 		case n == 0:
 		case kind == gpu.DeviceMem:
-			a.cuMemFree(dptr)
+			d.freeDevice(dptr)
 		default:
-			a.cuMemFreeHost(host)
+			d.api.cuMemFreeHost(host)
 		}
 	}
 }

@@ -5,7 +5,9 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,8 +256,9 @@ func TestWriteValueMonotonic(t *testing.T) {
 }
 
 // TestFreeAndAllocWhileBlocked: freeing and allocating memory while a
-// stream is blocked on a fence neither hangs the caller nor the device
-// (cuMemFree may wait for the context; it runs on the reaper thread).
+// stream is blocked on a fence neither hangs the caller nor the device.
+// cuMemFree synchronizes with the context, so frees run on the reaper
+// thread; the failure message names the step that did not return.
 func TestFreeAndAllocWhileBlocked(t *testing.T) {
 	d := openDev(t, Options{})
 	q := mustQueue(t, d)
@@ -265,24 +268,38 @@ func TestFreeAndAllocWhileBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gate.Store(gpu.StopValue)
+	time.Sleep(10 * time.Millisecond) // the wait is on the stream
+	var step atomic.Value
+	step.Store("start")
 	finished := make(chan error, 1)
 	go func() {
-		for _, kind := range []gpu.MemKind{gpu.DeviceMem, gpu.HostMem} {
-			b, err := d.Alloc(1<<20, kind)
+		var bufs []gpu.Buffer
+		for _, s := range []struct {
+			name string
+			kind gpu.MemKind
+			free bool
+		}{
+			{"alloc device", gpu.DeviceMem, false},
+			{"alloc host", gpu.HostMem, false},
+			{"alloc device after frees", gpu.DeviceMem, true},
+			{"alloc host after frees", gpu.HostMem, true},
+			{"alloc device after more frees", gpu.DeviceMem, true},
+		} {
+			if s.free {
+				for _, b := range bufs {
+					b.Free()
+				}
+				bufs = nil
+			}
+			step.Store(s.name)
+			b, err := d.Alloc(1<<20, s.kind)
 			if err != nil {
-				finished <- err
+				finished <- fmt.Errorf("%s: %w", s.name, err)
 				return
 			}
-			if err := b.Free(); err != nil {
-				finished <- err
-				return
-			}
+			bufs = append(bufs, b)
 		}
-		b, err := d.Alloc(1<<20, gpu.DeviceMem)
-		if err == nil {
-			err = b.Free()
-		}
-		finished <- err
+		finished <- nil
 	}()
 	select {
 	case err := <-finished:
@@ -290,7 +307,7 @@ func TestFreeAndAllocWhileBlocked(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Alloc/Free blocked for 5s while a stream waits on a fence")
+		t.Fatalf("%q blocked for 5s while a stream waits on a fence", step.Load())
 	}
 	gate.Store(1)
 	if err := <-ch; err != nil {

@@ -29,7 +29,8 @@ type Device struct {
 	props gpu.Properties
 
 	main       *driverThread
-	zeroStream cuStream // private stream for zero-filling new allocations
+	zeroStream cuStream // private stream: allocation, zero-fill, stream-ordered frees
+	pools      bool     // the device supports cuMemAllocAsync (memory pools)
 	kern       *kernels
 	words      wordPool
 
@@ -41,8 +42,9 @@ type Device struct {
 	queues    map[*queue]struct{}
 	live      map[*buffer]struct{} // buffers whose memory is not yet given back
 	liveWords map[*word]struct{}
-	frees     []func() // driver calls for the reaper
-	reaperEnd bool     // reaper: exit once frees is empty
+	hostCache map[int][]hostBlock // free pinned host blocks by size class
+	frees     []func()            // driver calls for the reaper
+	reaperEnd bool                // reaper: exit once frees is empty
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -74,6 +76,7 @@ func New(opts Options) (*Device, error) {
 		queues:     map[*queue]struct{}{},
 		live:       map[*buffer]struct{}{},
 		liveWords:  map[*word]struct{}{},
+		hostCache:  map[int][]hostBlock{},
 	}
 	if err := d.describe(); err != nil {
 		return nil, err
@@ -110,8 +113,8 @@ func (d *Device) describe() error {
 		}
 		return v, nil
 	}
-	var vals [4]int32
-	for i, id := range []int32{attrComputeCapMajor, attrComputeCapMinor, attrUnifiedAddressing, attrCanMapHostMemory} {
+	var vals [5]int32
+	for i, id := range []int32{attrComputeCapMajor, attrComputeCapMinor, attrUnifiedAddressing, attrCanMapHostMemory, attrMemoryPools} {
 		v, err := attr(id)
 		if err != nil {
 			return err
@@ -121,6 +124,7 @@ func (d *Device) describe() error {
 	if vals[2] == 0 || vals[3] == 0 {
 		return unavailablef("cuda: device %d lacks unified addressing (%d) or host-memory mapping (%d)", d.opts.Ordinal, vals[2], vals[3])
 	}
+	d.pools = vals[4] != 0
 	if i := strings.IndexByte(string(name), 0); i >= 0 {
 		name = name[:i]
 	}
@@ -293,6 +297,13 @@ func (d *Device) teardown() {
 		d.queueFree(b.freeFunc())
 	}
 	d.live = map[*buffer]struct{}{}
+	for _, list := range d.hostCache {
+		for _, blk := range list {
+			h := blk.host
+			d.queueFree(func() { a.cuMemFreeHost(h) })
+		}
+	}
+	d.hostCache = map[int][]hostBlock{}
 	d.words.mu.Lock()
 	for _, s := range d.words.slabs {
 		d.queueFree(func() { a.cuMemFreeHost(s) })
@@ -312,6 +323,7 @@ func (d *Device) teardown() {
 				a.cuModuleUnload(d.kern.module)
 			}
 			if d.zeroStream != 0 {
+				a.cuStreamSynchronize(d.zeroStream) // stream-ordered frees
 				a.cuStreamDestroy(d.zeroStream)
 			}
 			return nil

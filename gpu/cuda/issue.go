@@ -43,7 +43,7 @@ func (q *queue) nextBatch() *batch {
 			return b
 		}
 		q.mu.Unlock()
-		awaitWake(q.issuerWake)
+		<-q.issuerWake
 		q.mu.Lock()
 	}
 }
@@ -91,7 +91,7 @@ func (q *queue) reserve(b *batch, unmarked *int) error {
 			q.mark(b, *unmarked, false)
 			*unmarked = 0
 		} else {
-			awaitWake(q.issuerWake)
+			<-q.issuerWake
 		}
 		q.mu.Lock()
 	}

@@ -27,7 +27,7 @@ func (q *queue) pollLoop() {
 			if gone {
 				return
 			}
-			awaitWake(q.pollerWake)
+			<-q.pollerWake
 			bo.reset()
 			continue
 		}
