@@ -25,13 +25,19 @@
 //
 // # Memory
 //
-// DeviceMem is cuMemAlloc_v2 memory (Bytes is nil); HostMem is pinned,
-// portable, device-mapped host memory (cuMemHostAlloc PORTABLE|DEVICEMAP)
-// whose Bytes is the slice over the host pointer. Both are zero-filled by
-// Alloc (device memory with cuMemsetD8Async on a private stream that is
-// then synchronized). Copy commands are cuMemcpyAsync with unified
-// addresses on the queue's stream, ordered with everything else. Free is
-// deferred until no queued command names the buffer (R9).
+// DeviceMem is device memory (Bytes is nil); HostMem is pinned, portable,
+// device-mapped host memory (cuMemHostAlloc PORTABLE|DEVICEMAP) whose
+// Bytes is the slice over the host pointer. Both are zero-filled by Alloc.
+// Copy commands are cuMemcpyAsync with unified addresses on the queue's
+// stream, ordered with everything else. Free is deferred until no queued
+// command names the buffer (R9) and never synchronizes: cuMemFree waits
+// for the whole context, and while it waits every other allocation blocks
+// (measured on the H200: with a stream blocked on a fence wait, the next
+// Alloc after a Free stalled until the fence was released). So device
+// memory comes from the stream-ordered allocator (cuMemAllocAsync and
+// cuMemFreeAsync on a private stream; cuMemAlloc_v2 where the device has
+// no memory pools), and pinned host blocks are cached by power-of-two size
+// class for reuse and given back only by Device.Close.
 //
 // # Fence words
 //
@@ -64,12 +70,14 @@
 // With memop the word can read low for the microseconds between the GPU's
 // store and the repair, which only delays waiters, never releases one
 // early; the kernel decides at execution time and leaves a window of a few
-// nanoseconds. Measured on the H200 (reference/cuda-h200.md), a round trip
-// with memop takes 3.06 us against 5.04 us with the kernel, and issuing
-// the memop costs about 2 us of CPU against about 7 us for a launch. memop
-// with the repair meets R5 (every wait is released) and R6 for
-// single-writer words, so it is the default; BenchmarkRoundTrip* measures
-// both.
+// nanoseconds. Measured on the H200 with this package's benchmarks
+// (p50): the raw CPU->GPU->CPU round trip takes 3.0 us with memop against
+// 5.7 us with the kernel (BenchmarkRawRoundTrip*), and through Submit and
+// FenceWord 17 us against 22 us (BenchmarkQueueRoundTrip; the difference
+// to the raw figure is mostly the wake-up of the queue's issuer thread).
+// memop with the repair meets R5 (every wait is released) and R6 for
+// single-writer words, and both modes pass the conformance suite, so the
+// faster memop is the default.
 //
 // # Queues, completions and bounds
 //

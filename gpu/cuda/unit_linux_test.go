@@ -82,3 +82,18 @@ func TestEmbeddedPTXOrClearError(t *testing.T) {
 		t.Errorf("embedded PTX is not NUL-terminated or lacks choreo_fill_f32")
 	}
 }
+
+func TestTruncSat(t *testing.T) {
+	cases := []struct {
+		f    float64
+		want int64
+	}{
+		{2.9, 2}, {-2.9, -2}, {math.NaN(), 0}, {1e300, math.MaxInt64}, {-1e300, math.MinInt64},
+		{math.Inf(1), math.MaxInt64}, {9223372036854775807.0, math.MaxInt64}, {-9223372036854775808.0, math.MinInt64},
+	}
+	for _, c := range cases {
+		if got := truncSat(c.f); got != c.want {
+			t.Errorf("truncSat(%v) = %d, want %d", c.f, got, c.want)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package cuda
 import (
 	"context"
 	"errors"
-	"math"
 	"testing"
 	"time"
 )
@@ -47,20 +46,5 @@ func TestPollWaitBounds(t *testing.T) {
 	n := 0
 	if err := pollWait(context.Background(), nil, func() (bool, error) { n++; return n > 1000, nil }, nil, nil); err != nil || n != 1001 {
 		t.Errorf("condition: err %v after %d polls", err, n)
-	}
-}
-
-func TestTruncSat(t *testing.T) {
-	cases := []struct {
-		f    float64
-		want int64
-	}{
-		{2.9, 2}, {-2.9, -2}, {math.NaN(), 0}, {1e300, math.MaxInt64}, {-1e300, math.MinInt64},
-		{math.Inf(1), math.MaxInt64}, {9223372036854775807.0, math.MaxInt64}, {-9223372036854775808.0, math.MinInt64},
-	}
-	for _, c := range cases {
-		if got := truncSat(c.f); got != c.want {
-			t.Errorf("truncSat(%v) = %d, want %d", c.f, got, c.want)
-		}
 	}
 }
