@@ -128,7 +128,10 @@ func (r *Runtime) close(ctx context.Context) error {
 		var errs []error
 		n := r.fences.ReleaseAll(ErrClosed) // first: let every GPU wait pass
 		for i := len(parts) - 1; i >= 0; i-- {
-			if err := parts[i].c.Close(ctx); err != nil {
+			t0 := time.Now()
+			err := parts[i].c.Close(ctx)
+			r.log.Debug("closed", zap.String("part", parts[i].name), zap.Duration("took", time.Since(t0)), zap.Error(err))
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", parts[i].name, err))
 			}
 		}

@@ -275,22 +275,26 @@ func (m *Manager) refill(p *pool) {
 			m.log.Warn("fence pool refill failed", zap.Error(err))
 			return
 		}
-		m.give(p, w)
+		if !m.give(p, w) {
+			return // closed or full: nothing more to keep
+		}
 	}
 }
 
-// give puts a pair in the pool, or frees it if the pool is full or closed.
-func (m *Manager) give(p *pool, w pair) {
+// give puts a pair in the pool and reports true, or frees it and reports
+// false if the pool is full or the manager closed.
+func (m *Manager) give(p *pool, w pair) bool {
 	m.mu.Lock()
 	closed := m.closed
 	m.mu.Unlock()
 	if !closed {
 		select {
 		case p.ready <- w:
-			return
+			return true
 		default:
 		}
 	}
 	w.gpu.Free()
 	w.cpu.Free()
+	return false
 }

@@ -31,6 +31,8 @@ type Comm struct {
 	closeOnce sync.Once
 	closeErr  error
 	ran       atomic.Uint64
+	disp      *ownDispatcher
+	stopped   chan struct{} // closed when the actor has stopped
 }
 
 // Task is a unit of CPU work on a Comm. Run gets a context that is canceled
@@ -68,16 +70,19 @@ func NewComm(rt Runtime, name string) (*Comm, error) {
 		return nil, errors.New("streams: new comm stream: nil runtime")
 	}
 	c := &Comm{
-		name: fmt.Sprintf("comm-%s-%d", name, commStreamCount.Add(1)),
-		sys:  rt.ActorSystem(),
-		log:  rt.Logger(),
+		name:    fmt.Sprintf("comm-%s-%d", name, commStreamCount.Add(1)),
+		sys:     rt.ActorSystem(),
+		log:     rt.Logger(),
+		disp:    newOwnDispatcher(),
+		stopped: make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	props := actor.PropsFromProducer(func() actor.Actor { return (*commActor)(c) },
-		actor.WithGuardian(panicStrategy{log: c.log}))
+		actor.WithGuardian(panicStrategy{log: c.log}), actor.WithDispatcher(c.disp))
 	pid, err := c.sys.Root.SpawnNamed(props, c.name)
 	if err != nil {
 		c.cancel()
+		c.disp.stop()
 		return nil, fmt.Errorf("streams: spawn %s: %w", c.name, err)
 	}
 	c.pid = pid
@@ -125,6 +130,12 @@ func (c *Comm) Close(ctx context.Context) error {
 			c.closeErr = fmt.Errorf("streams: close %s: %w", c.name, ctx.Err())
 		}
 		c.sys.Root.Stop(c.pid)
+		select {
+		case <-c.stopped:
+		case <-ctx.Done():
+			c.closeErr = fmt.Errorf("streams: close %s: stop actor: %w", c.name, ctx.Err())
+		}
+		c.disp.stop()
 	})
 	return c.closeErr
 }
@@ -151,5 +162,7 @@ func (a *commActor) Receive(ctx actor.Context) {
 		m.finish(err)
 	case drained:
 		close(m)
+	case *actor.Stopped:
+		close(c.stopped)
 	}
 }

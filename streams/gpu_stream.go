@@ -41,6 +41,8 @@ type GPU struct {
 
 	batchMu sync.Mutex // guards pending (filled in Receive, flushed at mailbox empty)
 	pending []*encode
+	disp    *ownDispatcher
+	stopped chan struct{} // closed when the actor has stopped
 }
 
 // encode is the actor message carrying one caller's commands.
@@ -69,20 +71,23 @@ func NewGPU(rt Runtime, dev gpu.Device) (*GPU, error) {
 		return nil, fmt.Errorf("streams: new gpu stream: %w", err)
 	}
 	s := &GPU{
-		name: fmt.Sprintf("gpu-%s-%d", dev.Properties().Backend, gpuStreamCount.Add(1)),
-		dev:  dev,
-		q:    q,
-		sys:  rt.ActorSystem(),
-		log:  rt.Logger(),
-		dead: make(chan struct{}),
+		name:    fmt.Sprintf("gpu-%s-%d", dev.Properties().Backend, gpuStreamCount.Add(1)),
+		dev:     dev,
+		q:       q,
+		sys:     rt.ActorSystem(),
+		log:     rt.Logger(),
+		dead:    make(chan struct{}),
+		disp:    newOwnDispatcher(),
+		stopped: make(chan struct{}),
 	}
 	ch := make(chan struct{})
 	s.progress.Store(&ch)
 	props := actor.PropsFromProducer(func() actor.Actor { return (*gpuActor)(s) },
 		actor.WithMailbox(actor.Unbounded(flusher{s})),
-		actor.WithGuardian(panicStrategy{log: s.log}))
+		actor.WithGuardian(panicStrategy{log: s.log}), actor.WithDispatcher(s.disp))
 	pid, err := s.sys.Root.SpawnNamed(props, s.name)
 	if err != nil {
+		s.disp.stop()
 		_ = q.Close(context.Background())
 		return nil, fmt.Errorf("streams: spawn %s: %w", s.name, err)
 	}
@@ -145,6 +150,12 @@ func (s *GPU) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("drain actor: %w", ctx.Err()))
 		}
 		s.sys.Root.Stop(s.pid)
+		select {
+		case <-s.stopped:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("stop actor: %w", ctx.Err()))
+		}
+		s.disp.stop()
 		s.flush() // anything the actor gathered but had not submitted
 		if err := s.q.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close queue: %w", err))
@@ -222,9 +233,12 @@ func (a *gpuActor) Receive(c actor.Context) {
 	s := (*GPU)(a)
 	m, ok := c.Message().(*encode)
 	if !ok {
-		if ack, ok := c.Message().(drained); ok {
+		switch m := c.Message().(type) {
+		case drained:
 			s.flush()
-			close(ack)
+			close(m)
+		case *actor.Stopped:
+			close(s.stopped)
 		}
 		return
 	}
