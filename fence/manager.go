@@ -39,16 +39,23 @@ type Manager struct {
 }
 
 // pool is the ready word pairs of one device, filled by the actor.
+// Released fences put their idle words in returned; the actor resets them
+// and puts them back in ready when it next runs (on a refill request or the
+// watchdog tick), so neither New nor a release wakes the actor in the
+// common case.
 type pool struct {
 	dev   gpu.Device
 	ready chan pair
+
+	mu       sync.Mutex
+	returned []pair
+	asked    atomic.Bool // a refill request is on its way to the actor
 }
 
 // Actor messages.
 type (
 	needWords  struct{ p *pool }      // New found the pool empty: reply with a pair
-	born       struct{ p *pool }      // a pair was taken: refill
-	recycled   struct{ st *state }    // a released fence's words are idle
+	born       struct{ p *pool }      // the pool runs low: refill
 	tick       struct{}               // watchdog
 	stopped    struct{ ack chan int } // closing: free pooled words
 	wordsOrErr struct {
@@ -118,7 +125,9 @@ func (m *Manager) New(dev gpu.Device, opts ...Option) (*Fence, error) {
 		}
 		w = r.w
 	}
-	m.sys.Root.Send(m.pid, &born{p})
+	if len(p.ready) < cap(p.ready)/4 && p.asked.CompareAndSwap(false, true) {
+		m.sys.Root.Send(m.pid, &born{p})
+	}
 
 	id := m.nextID.Add(1)
 	name := fc.name
@@ -182,8 +191,39 @@ func (m *Manager) forget(st *state) {
 	}
 }
 
-// recycle hands a released, idle fence's words back to the actor.
-func (m *Manager) recycle(st *state) { m.sys.Root.Send(m.pid, &recycled{st}) }
+// recycle hands a released, idle fence's words back to the actor (R9).
+func (m *Manager) recycle(st *state) {
+	p := st.pool
+	p.mu.Lock()
+	p.returned = append(p.returned, st.words)
+	p.mu.Unlock()
+}
+
+// reuse resets the words released fences returned and pools them again.
+func (m *Manager) reuse(p *pool) {
+	p.mu.Lock()
+	back := p.returned
+	p.returned = nil
+	p.mu.Unlock()
+	for _, w := range back {
+		w.gpu.Reset()
+		w.cpu.Reset()
+		m.give(p, w)
+	}
+}
+
+// eachPool calls fn for every device's pool.
+func (m *Manager) eachPool(fn func(*pool)) {
+	m.mu.Lock()
+	pools := make([]*pool, 0, len(m.pools))
+	for _, p := range m.pools {
+		pools = append(pools, p)
+	}
+	m.mu.Unlock()
+	for _, p := range pools {
+		fn(p)
+	}
+}
 
 func (m *Manager) watchdog() {
 	t := time.NewTicker(m.cfg.tick)
@@ -215,14 +255,14 @@ func (a *fenceActor) Receive(c actor.Context) {
 	case *needWords:
 		w, err := m.alloc(msg.p.dev)
 		c.Respond(&wordsOrErr{w: w, err: err})
-	case *born:
+		m.reuse(msg.p)
 		m.refill(msg.p)
-	case *recycled:
-		w := msg.st.words
-		w.gpu.Reset()
-		w.cpu.Reset()
-		m.give(msg.st.pool, w)
+	case *born:
+		msg.p.asked.Store(false)
+		m.reuse(msg.p)
+		m.refill(msg.p)
 	case tick:
+		m.eachPool(m.reuse)
 		now := time.Now()
 		m.live.Range(func(_, v any) bool {
 			st := v.(*state)
@@ -238,6 +278,7 @@ func (a *fenceActor) Receive(c actor.Context) {
 		m.mu.Unlock()
 		n := 0
 		for _, p := range pools {
+			m.reuse(p) // frees them: the manager is closed
 			for drained := false; !drained; {
 				select {
 				case w := <-p.ready:

@@ -32,7 +32,7 @@ func (e Event) Wait(ctx context.Context) error {
 	if e.Done() {
 		return nil
 	}
-	for range 64 {
+	for range 8 {
 		runtime.Gosched()
 		if e.Done() {
 			return nil
