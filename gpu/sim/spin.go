@@ -9,7 +9,7 @@ import "runtime"
 // (often the very one that will write the word) use the processor.
 const (
 	spinTight = 64
-	spinYield = 64
+	spinYield = 16
 )
 
 // spinUntil polls cond for a short while and reports whether it came true.
