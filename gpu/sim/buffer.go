@@ -45,7 +45,7 @@ func (b *buffer) Kind() gpu.MemKind { return b.kind }
 // Bytes implements gpu.Buffer: the shared memory for both kinds, nil once
 // freed.
 func (b *buffer) Bytes() []byte {
-	if b.freed.Load() {
+	if b.freed.Load() || (b.kind == gpu.DeviceMem && b.dev.cfg.staged) {
 		return nil
 	}
 	return b.data

@@ -38,6 +38,10 @@ func newDevice(c config) *Device {
 
 // Properties implements gpu.Device.
 func (d *Device) Properties() gpu.Properties {
+	if d.cfg.staged {
+		return gpu.Properties{Backend: StagedName, Name: "choreo software GPU (device memory hidden from the CPU)",
+			MemoryBytes: d.cfg.memoryBytes}
+	}
 	return gpu.Properties{
 		Backend:              Name,
 		Name:                 "choreo software GPU",

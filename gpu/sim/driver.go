@@ -23,7 +23,23 @@ const DefaultCloseTimeout = 2 * time.Second
 // of devices opened through the driver (gpu.Open("sim")), in bytes.
 const MemoryEnv = "CHOREO_SIM_MEMORY_BYTES"
 
-func init() { gpu.Register(Name, Driver{}) }
+// StagedName is the backend name of sim devices whose device memory the
+// CPU cannot see (WithStagedDeviceMemory): CI runs the staging paths that
+// the CUDA backend takes through them.
+const StagedName = "sim-staged"
+
+func init() {
+	gpu.Register(Name, Driver{})
+	gpu.Register(StagedName, stagedDriver{})
+}
+
+// stagedDriver opens sim devices with WithStagedDeviceMemory. Its priority
+// is below sim's, so "auto" never picks it.
+type stagedDriver struct{}
+
+func (stagedDriver) Open() (gpu.Device, error) { return openEnv(WithStagedDeviceMemory()) }
+
+func (stagedDriver) Priority() int { return -1 }
 
 // Driver opens sim devices. It keeps no state: every Open returns a new,
 // independent Device. Its priority is 0, the lowest, so "auto" picks any
@@ -32,8 +48,10 @@ type Driver struct{}
 
 // Open returns a new sim device with the default options; the memory size
 // may be overridden by the CHOREO_SIM_MEMORY_BYTES environment variable.
-func (Driver) Open() (gpu.Device, error) {
-	var opts []Option
+func (Driver) Open() (gpu.Device, error) { return openEnv() }
+
+// openEnv opens a device with opts and the memory size from the environment.
+func openEnv(opts ...Option) (gpu.Device, error) {
 	if s := os.Getenv(MemoryEnv); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -54,7 +72,13 @@ type Option func(*config)
 type config struct {
 	memoryBytes  uint64
 	closeTimeout time.Duration
+	staged       bool
 }
+
+// WithStagedDeviceMemory hides DeviceMem buffers from the CPU (Bytes returns
+// nil, Properties.HostVisibleDeviceMem is false), as on a discrete GPU, so
+// that the code paths that stage through host memory run on sim too.
+func WithStagedDeviceMemory() Option { return func(c *config) { c.staged = true } }
 
 // WithMemoryBytes sets the memory size the device reports and enforces:
 // Alloc fails with gpu.ErrOutOfMemory beyond it.

@@ -1,6 +1,8 @@
 // Package testenv gives tests a runtime and a device of the backend picked
-// by the CHOREO_BACKEND environment variable ("sim" by default; "cuda" on a
-// machine with an NVIDIA GPU), so the whole suite runs against any backend.
+// by the CHOREO_BACKEND environment variable ("sim" by default; "sim-staged"
+// for a sim whose device memory the CPU cannot see, as on a discrete GPU;
+// "cuda" on a machine with an NVIDIA GPU), so the whole suite runs against
+// any backend.
 package testenv
 
 import (
@@ -11,7 +13,8 @@ import (
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/gpu"
-	_ "github.com/choreo-gpu/choreo/gpu/sim" // the default backend
+	_ "github.com/choreo-gpu/choreo/gpu/cuda" // CHOREO_BACKEND=cuda on an NVIDIA machine
+	_ "github.com/choreo-gpu/choreo/gpu/sim"  // the default backend, and sim-staged
 )
 
 // Backend is the backend name tests use.
