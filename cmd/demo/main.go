@@ -1,7 +1,7 @@
 // Command demo is choreo's demo and benchmark driver.
 //
 //	demo                   # the training-like run: 4 in-process ranks all-reduce gradients
-//	demo run -ranks 8 -steps 200 -size 4MiB -dtype bfloat16 -backend sim
+//	demo run --ranks 8 --steps 200 --size 4MiB --dtype bfloat16 --backend sim
 //	demo bench             # nccl-tests style sweep of every collective, with a memcpy line
 //
 // The command line is parsed with github.com/alecthomas/kong, sizes with
