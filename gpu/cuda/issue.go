@@ -222,9 +222,9 @@ func (q *queue) issue(c gpu.Command) (int, error) {
 // path at the price of one core for at most this long after each batch.
 const issuerSpin = 30 * time.Microsecond
 
-// spinForWake polls ch's buffer until a wake-up is pending or issuerSpin
+// spinForWake polls ch's buffer until something is pending or issuerSpin
 // has passed; the caller then receives from ch (at once, or parked).
-func spinForWake(ch chan struct{}) {
+func spinForWake[T any](ch chan T) {
 	start := time.Now()
 	for i := 0; len(ch) == 0; i++ {
 		if i%64 == 63 && time.Since(start) > issuerSpin {

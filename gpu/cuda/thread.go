@@ -26,7 +26,7 @@ type driverThread struct {
 
 // startThread starts a driver thread that serves call until stop.
 func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
-	t := &driverThread{name: name, work: make(chan func()), exit: make(chan struct{})}
+	t := &driverThread{name: name, work: make(chan func(), 64), exit: make(chan struct{})}
 	ready := make(chan error, 1)
 	go func() {
 		defer close(t.exit)
@@ -36,7 +36,12 @@ func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
 			return
 		}
 		ready <- nil
-		for f := range t.work {
+		for {
+			spinForWake(t.work) // parking a locked thread costs a kernel wake-up
+			f, ok := <-t.work
+			if !ok {
+				return
+			}
 			f()
 		}
 	}()
