@@ -45,7 +45,10 @@ type Device interface {
 	Properties() Properties
 	// NewQueue creates an in-order command queue (one per stream, R12).
 	NewQueue() (Queue, error)
-	// Alloc returns a zero-filled buffer of n bytes (n >= 0) of the given kind.
+	// Alloc returns a buffer of n bytes (n >= 0) of the given kind. HostMem
+	// is zero-filled; DeviceMem contents are undefined until written: an
+	// allocation must never wait for GPU work (clearing device memory would
+	// need some), because that work may sit behind a fence wait.
 	Alloc(n int, kind MemKind) (Buffer, error)
 	// NewFenceWord returns a word for fences, starting at 0.
 	NewFenceWord() (FenceWord, error)

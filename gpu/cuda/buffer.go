@@ -57,12 +57,14 @@ func (b *buffer) Free() error {
 // other allocation blocks too (measured on the H200: a stream blocked on a
 // fence wait stalled the next Alloc after a Free until the fence was
 // released). Frees therefore never synchronize:
-//   - device memory comes from the stream-ordered allocator
-//     (cuMemAllocAsync on the device's private zero-fill stream, then
-//     cuMemFreeAsync on that stream once no queued command names the
-//     buffer; the lease guarantees that every stream that used it has
-//     completed that work). Without memory pools it falls back to
-//     cuMemAlloc_v2 / cuMemFree_v2.
+//   - device memory blocks (cuMemAlloc_v2, rounded up to a power-of-two
+//     size class) are cached once no queued command names them and reused
+//     by later allocations of the class; they are not cleared (the gpu
+//     contract leaves DeviceMem contents undefined), because clearing
+//     needs GPU work, and GPU work can sit behind a blocked fence wait
+//     (streams share the device's hardware queues): on the H200 a 3x3-rank
+//     test deadlocked in the memset of an allocation. They go back to the
+//     driver at Device.Close.
 //   - pinned host blocks are cached by power-of-two size class and reused
 //     by later HostMem allocations; they go back to the driver only at
 //     Device.Close, when no stream is blocked any more.
@@ -92,21 +94,15 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 			b.bytes = []byte{}
 		}
 	case kind == gpu.DeviceMem:
-		var p uintptr
-		if d.pools {
-			if err := a.errorf("cuMemAllocAsync", a.cuMemAllocAsync(&p, uint64(n), d.zeroStream)); err != nil {
+		// Device memory is cached by size class and never cleared here: an
+		// allocation must not wait for GPU work, which may sit behind a
+		// fence wait that only this allocation's caller can release.
+		class := hostClass(n)
+		p, ok := d.takeDeviceBlock(class)
+		if !ok {
+			if err := a.errorf("cuMemAlloc_v2", a.cuMemAlloc(&p, uint64(class))); err != nil {
 				return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
 			}
-		} else if err := a.errorf("cuMemAlloc_v2", a.cuMemAlloc(&p, uint64(n))); err != nil {
-			return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
-		}
-		err := a.errorf("cuMemsetD8Async", a.cuMemsetD8Async(p, 0, uint64(n), d.zeroStream))
-		if err == nil {
-			err = a.errorf("cuStreamSynchronize", a.cuStreamSynchronize(d.zeroStream))
-		}
-		if err != nil {
-			d.freeDevice(p)
-			return nil, fmt.Errorf("cuda: zero %d bytes of device memory: %w", n, err)
 		}
 		b.dptr = p
 	default:
@@ -132,14 +128,22 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 	return b, nil
 }
 
-// freeDevice gives device memory back without synchronizing; it runs on a
-// driver thread.
-func (d *Device) freeDevice(p uintptr) {
-	if d.pools {
-		d.api.cuMemFreeAsync(p, d.zeroStream)
-	} else {
-		d.api.cuMemFree(p)
+// freeDevice gives device memory back; it runs on a driver thread and only
+// at Device.Close, when no stream is blocked any more (cuMemFree waits for
+// the context).
+func (d *Device) freeDevice(p uintptr) { d.api.cuMemFree(p) }
+
+// takeDeviceBlock takes a cached device block of the size class.
+func (d *Device) takeDeviceBlock(class int) (uintptr, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	list := d.devCache[class]
+	if len(list) == 0 {
+		return 0, false
 	}
+	p := list[len(list)-1]
+	d.devCache[class] = list[:len(list)-1]
+	return p, true
 }
 
 func (d *Device) takeHostBlock(class int) (hostBlock, bool) {
@@ -170,8 +174,8 @@ func (d *Device) releaseBuffer(b *buffer) {
 		c := hostClass(b.n)
 		d.hostCache[c] = append(d.hostCache[c], hostBlock{host: b.host, dptr: b.dptr})
 	default:
-		p := b.dptr
-		d.queueFree(func() { d.freeDevice(p) })
+		c := hostClass(b.n)
+		d.devCache[c] = append(d.devCache[c], b.dptr)
 	}
 }
 

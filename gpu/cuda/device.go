@@ -43,6 +43,7 @@ type Device struct {
 	live      map[*buffer]struct{} // buffers whose memory is not yet given back
 	liveWords map[*word]struct{}
 	hostCache map[int][]hostBlock // free pinned host blocks by size class
+	devCache  map[int][]uintptr   // free device blocks by size class
 	frees     []func()            // driver calls for the reaper
 	reaperEnd bool                // reaper: exit once frees is empty
 }
@@ -77,6 +78,7 @@ func New(opts Options) (*Device, error) {
 		live:       map[*buffer]struct{}{},
 		liveWords:  map[*word]struct{}{},
 		hostCache:  map[int][]hostBlock{},
+		devCache:   map[int][]uintptr{},
 	}
 	if err := d.describe(); err != nil {
 		return nil, err
@@ -304,6 +306,12 @@ func (d *Device) teardown() {
 		}
 	}
 	d.hostCache = map[int][]hostBlock{}
+	for _, list := range d.devCache {
+		for _, p := range list {
+			d.queueFree(func() { a.cuMemFree(p) })
+		}
+	}
+	d.devCache = map[int][]uintptr{}
 	d.words.mu.Lock()
 	for _, s := range d.words.slabs {
 		d.queueFree(func() { a.cuMemFreeHost(s) })

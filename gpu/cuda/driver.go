@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -155,7 +156,17 @@ func loadAPI() (*api, error) {
 	return loaded.api, loaded.err
 }
 
+// maxConnections is how many hardware work queues the driver is asked for
+// (CUDA_DEVICE_MAX_CONNECTIONS, default 8, at most 32). Streams beyond that
+// share queues, and a stream blocked on a fence wait then holds back the
+// streams that share its queue: with one stream per rank, a rank's wait
+// could hold back the very peer it waits for. A value the user set wins.
+const maxConnections = "32"
+
 func openAPI() (*api, error) {
+	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
+		_ = os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", maxConnections) // read by cuInit
+	}
 	lib, err := purego.Dlopen(libcudaName, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		lib2, err2 := purego.Dlopen(libcudaFallbackName, purego.RTLD_NOW|purego.RTLD_GLOBAL)
