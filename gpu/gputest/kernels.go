@@ -81,7 +81,7 @@ func checkKernels(r *rig, q gpu.Queue, dt gpu.DType, n int) {
 	outs := make([]gpu.Buffer, len(cases))
 	cmds := make([]gpu.Command, len(cases))
 	for i, c := range cases {
-		outs[i] = r.alloc((n+2)*size, gpu.DeviceMem)
+		outs[i] = r.alloc((n+2)*size, gpu.DeviceMem) // cleared by the rig
 		cmds[i] = c.cmd(outs[i])
 	}
 	r.mustRun(q, cmds...)

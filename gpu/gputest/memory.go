@@ -25,7 +25,7 @@ func testAlloc(t *testing.T, open func(t *testing.T) gpu.Device) {
 	r := newRig(t, open)
 	q := r.queue()
 	for _, kind := range []gpu.MemKind{gpu.DeviceMem, gpu.HostMem} {
-		b := r.alloc(4099, kind)
+		b := r.rawAlloc(4099, kind)
 		if got := r.read(q, b, 0, b.Len()); kind == gpu.HostMem && !bytes.Equal(got, make([]byte, len(got))) {
 			t.Errorf("new %v buffer is not zero-filled", kind)
 		}

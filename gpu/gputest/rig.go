@@ -18,8 +18,9 @@ const Timeout = 10 * time.Second
 // release what they created when the subtest ends. Its methods must be
 // called from the test goroutine unless stated otherwise.
 type rig struct {
-	t   *testing.T
-	dev gpu.Device
+	t       *testing.T
+	dev     gpu.Device
+	clearer gpu.Queue // clears new device buffers (their contents start undefined)
 }
 
 // newRig opens a device for t and closes it when t ends (a second Close by
@@ -63,6 +64,29 @@ func (r *rig) alloc(n int, kind gpu.MemKind) gpu.Buffer {
 	}
 	if b.Len() != n || b.Kind() != kind {
 		r.t.Fatalf("Alloc(%d, %v) gave a buffer of %d bytes, kind %v", n, kind, b.Len(), b.Kind())
+	}
+	r.t.Cleanup(func() { _ = b.Free() })
+	if kind == gpu.DeviceMem && n > 0 {
+		// Device memory starts undefined; the tests want a known start.
+		if r.clearer == nil {
+			r.clearer = r.queue()
+		}
+		zeros, err := r.dev.Alloc(n, gpu.HostMem)
+		if err != nil {
+			r.t.Fatalf("Alloc(%d, host): %v", n, err)
+		}
+		r.mustRun(r.clearer, gpu.Copy{Dst: b, Src: zeros, Bytes: n})
+		_ = zeros.Free()
+	}
+	return b
+}
+
+// rawAlloc is alloc without the clearing, for tests of Alloc itself.
+func (r *rig) rawAlloc(n int, kind gpu.MemKind) gpu.Buffer {
+	r.t.Helper()
+	b, err := r.dev.Alloc(n, kind)
+	if err != nil {
+		r.t.Fatalf("Alloc(%d, %v): %v", n, kind, err)
 	}
 	r.t.Cleanup(func() { _ = b.Free() })
 	return b

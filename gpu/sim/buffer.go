@@ -33,7 +33,14 @@ func newBuffer(d *Device, n int, kind gpu.MemKind) *buffer {
 	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(raw))) % align); r != 0 {
 		off = align - r
 	}
-	return &buffer{dev: d, data: raw[off : off+n : off+n], n: n, kind: kind}
+	b := &buffer{dev: d, data: raw[off : off+n : off+n], n: n, kind: kind}
+	if kind == gpu.DeviceMem && d.cfg.staged {
+		// Like a reused block on a real GPU: never assume zeros.
+		for i := range b.data {
+			b.data[i] = 0xA5
+		}
+	}
+	return b
 }
 
 // Len implements gpu.Buffer.

@@ -76,8 +76,10 @@ type config struct {
 }
 
 // WithStagedDeviceMemory hides DeviceMem buffers from the CPU (Bytes returns
-// nil, Properties.HostVisibleDeviceMem is false), as on a discrete GPU, so
-// that the code paths that stage through host memory run on sim too.
+// nil, Properties.HostVisibleDeviceMem is false) and fills new ones with
+// 0xA5 rather than zeros, as on a discrete GPU that reuses memory, so that
+// the code paths that stage through host memory run on sim too and nothing
+// can rely on zeroed device memory.
 func WithStagedDeviceMemory() Option { return func(c *config) { c.staged = true } }
 
 // WithMemoryBytes sets the memory size the device reports and enforces:

@@ -23,3 +23,15 @@ func TestConformance(t *testing.T) {
 
 // BenchmarkSim runs the backend benchmarks against the sim.
 func BenchmarkSim(b *testing.B) { gputest.Bench(b, openSim) }
+
+// TestConformanceStaged runs the suite against a sim whose device memory
+// the CPU cannot see and which starts as 0xA5, not zeros (as on CUDA).
+func TestConformanceStaged(t *testing.T) {
+	gputest.Run(t, func(t *testing.T) gpu.Device {
+		dev, err := sim.New(sim.WithStagedDeviceMemory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dev
+	})
+}
