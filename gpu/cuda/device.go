@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/choreo-gpu/choreo/gpu"
@@ -37,9 +38,11 @@ type Device struct {
 	reaperDone <-chan struct{}
 	reaperWake chan struct{}
 
-	mu        sync.Mutex
-	closed    bool
-	queues    map[*queue]struct{}
+	mu     sync.Mutex
+	closed bool
+	queues map[*queue]struct{}
+	// kicks holds every queue's pollerWake, for word.Store to wake them.
+	kicks     atomic.Pointer[[]chan struct{}]
 	live      map[*buffer]struct{} // buffers whose memory is not yet given back
 	liveWords map[*word]struct{}
 	hostCache map[int][]hostBlock // free pinned host blocks by size class

@@ -15,6 +15,7 @@ const queryEvery = time.Millisecond
 func (q *queue) pollLoop() {
 	bo := backoff{locked: true}
 	var slept time.Duration
+	var timer *time.Timer
 	for {
 		q.mu.Lock()
 		if q.forced {
@@ -61,7 +62,17 @@ func (q *queue) pollLoop() {
 			continue
 		}
 		if d := bo.next(); d > 0 {
-			time.Sleep(d)
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			select {
+			case <-timer.C:
+			case <-q.pollerWake: // a CPU store: spin again
+				timer.Stop() // Go >= 1.23 timers: no stale value to drain
+				bo.reset()
+			}
 			slept += d
 			if slept >= queryEvery {
 				slept = 0

@@ -126,6 +126,11 @@ func (d *Device) newQueue() (*queue, error) {
 		return nil, closedf("new queue: device closed")
 	}
 	d.queues[q] = struct{}{}
+	kicks := make([]chan struct{}, 0, len(d.queues))
+	for q := range d.queues {
+		kicks = append(kicks, q.pollerWake)
+	}
+	d.kicks.Store(&kicks)
 	d.mu.Unlock()
 	return q, nil
 }

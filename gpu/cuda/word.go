@@ -165,6 +165,19 @@ func (w *word) Store(v uint32) {
 		}
 		w.raise(v)
 	}
+	w.dev.kickPollers()
+}
+
+// kickPollers wakes every queue's poller out of its backoff: a CPU store
+// is what lets a GPU wait pass, so completions are near. Without it a
+// poller that had backed off to long sleeps while the CPU side worked (a
+// collective) noticed the completion up to a sleep late.
+func (d *Device) kickPollers() {
+	if k := d.kicks.Load(); k != nil {
+		for _, ch := range *k {
+			wake(ch)
+		}
+	}
 }
 
 // repair raises the word back to the largest value the CPU stored, after
