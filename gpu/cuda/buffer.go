@@ -84,7 +84,36 @@ type hostBlock struct {
 	dptr uintptr
 }
 
-// alloc makes a zero-filled buffer; it runs on the device's main thread.
+// allocCached makes a buffer from a cached block (or of size 0) without any
+// driver call, on the calling goroutine; nil if there is no such block.
+func (d *Device) allocCached(n int, kind gpu.MemKind) *buffer {
+	b := &buffer{dev: d, n: n, kind: kind}
+	switch {
+	case n == 0:
+		if kind == gpu.HostMem {
+			b.bytes = []byte{}
+		}
+	case kind == gpu.DeviceMem:
+		p, ok := d.takeDeviceBlock(hostClass(n))
+		if !ok {
+			return nil
+		}
+		b.dptr = p
+	default:
+		blk, ok := d.takeHostBlock(hostClass(n))
+		if !ok {
+			return nil
+		}
+		b.host, b.dptr = blk.host, blk.dptr
+		b.bytes = unsafe.Slice((*byte)(blk.host), n)
+		clear(b.bytes)
+	}
+	b.l.release = func() { d.releaseBuffer(b) }
+	return b
+}
+
+// alloc makes a buffer (HostMem zero-filled); it runs on the device's main
+// thread.
 func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 	b := &buffer{dev: d, n: n, kind: kind}
 	a := d.api

@@ -210,9 +210,13 @@ func (d *Device) Alloc(n int, kind gpu.MemKind) (gpu.Buffer, error) {
 	if d.isClosed() {
 		return nil, closedf("alloc: device closed")
 	}
-	b, err := call(d.main, func() (*buffer, error) { return d.alloc(n, kind) })
-	if err != nil {
-		return nil, err
+	// A cached block needs no driver call, so no hop to the main thread.
+	b := d.allocCached(n, kind)
+	if b == nil {
+		var err error
+		if b, err = call(d.main, func() (*buffer, error) { return d.alloc(n, kind) }); err != nil {
+			return nil, err
+		}
 	}
 	d.mu.Lock()
 	if d.closed {
