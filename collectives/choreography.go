@@ -109,8 +109,10 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	// R3: whether the input has a producer event, decided once; staging
 	// always makes one (the copy into host memory).
 	hasEvent := p.in != nil && (!visible || !p.in.Ready())
-	label := fmt.Sprintf("%s g%d r%d s%d", name, g.id, g.Rank(), p.desc.Seq)
-	f, err := g.rt.Fences().New(dev, fence.WithTimeout(g.cfg.timeout+time.Second), fence.WithName(label))
+	label := opLabel{name, g.id, g.Rank(), p.desc.Seq}
+	f, err := g.rt.Fences().New(dev, fence.WithTimeout(g.cfg.timeout+time.Second), fence.WithName(name),
+		fence.WithoutCleanup()) // the task's Done ends it on every path
+
 	if err != nil {
 		return nil, fmt.Errorf("collectives: %s: %w", label, err)
 	}
@@ -172,7 +174,7 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 
 	in := p.in // the task keeps the input alive (R16), never the output
 	start := time.Now()
-	task := streams.Task{Name: label, Run: func(ctx context.Context) error {
+	task := streams.Task{Name: name, Run: func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.timeout)
 		defer cancel()
 		if hasEvent {
@@ -234,4 +236,17 @@ func sizeOf(shape []int) int {
 		n *= d
 	}
 	return n
+}
+
+// opLabel names one collective call in errors, formatted only when one
+// is made.
+type opLabel struct {
+	name  string
+	group uint64
+	rank  int
+	seq   uint64
+}
+
+func (l opLabel) String() string {
+	return fmt.Sprintf("%s g%d r%d s%d", l.name, l.group, l.rank, l.seq)
 }

@@ -50,7 +50,7 @@ type pair struct {
 // cleanup hold it, so the handle can be collected while the fence lives on.
 type state struct {
 	id       uint64
-	name     string
+	label    string // WithName's, formatted into errors only when needed
 	mgr      *Manager
 	pool     *pool
 	words    pair
@@ -74,7 +74,15 @@ type state struct {
 func (f *Fence) ID() uint64 { return f.st.id }
 
 // String names the fence for logs and errors.
-func (f *Fence) String() string { return f.st.name }
+func (f *Fence) String() string { return f.st.String() }
+
+// String names the fence: its id and label.
+func (st *state) String() string {
+	if st.label == "" {
+		return fmt.Sprint(st.id)
+	}
+	return fmt.Sprintf("%d(%s)", st.id, st.label)
+}
 
 // Deadline is when the watchdog releases the fence if nothing else has.
 func (f *Fence) Deadline() time.Time { return f.st.deadline }
@@ -113,17 +121,17 @@ func (f *Fence) Trace() []Step {
 func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
 	st := f.st
 	if s == nil {
-		return fmt.Errorf("fence %s: update_gpu: nil stream: %w", st.name, gpu.ErrBadArgument)
+		return fmt.Errorf("fence %s: update_gpu: nil stream: %w", st, gpu.ErrBadArgument)
 	}
 	if x != nil {
 		if ev := x.Event(); ev.Valid() && ev.Stream() != s && !ev.Done() {
-			return fmt.Errorf("fence %s: update_gpu on %s: %w (%s)", st.name, s.Name(), ErrCrossStream, ev.Stream().Name())
+			return fmt.Errorf("fence %s: update_gpu on %s: %w (%s)", st, s.Name(), ErrCrossStream, ev.Stream().Name())
 		}
 	}
 	st.mu.Lock()
 	if st.done {
 		defer st.mu.Unlock()
-		return fmt.Errorf("fence %s: update_gpu: %w", st.name, st.cause)
+		return fmt.Errorf("fence %s: update_gpu: %w", st, st.cause)
 	}
 	st.gpuCount++
 	v := st.gpuCount
@@ -132,7 +140,7 @@ func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
 	st.mu.Unlock()
 	if _, err := s.Enqueue([]gpu.Command{gpu.WriteValue{Word: st.words.gpu, Value: v}}, st.commandDone); err != nil {
 		st.commandDone(err)
-		return fmt.Errorf("fence %s: update_gpu(%d): %w", st.name, v, err)
+		return fmt.Errorf("fence %s: update_gpu(%d): %w", st, v, err)
 	}
 	return nil
 }
@@ -145,7 +153,7 @@ func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
 func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 	st := f.st
 	if s == nil {
-		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: nil stream: %w", st.name, gpu.ErrBadArgument)
+		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: nil stream: %w", st, gpu.ErrBadArgument)
 	}
 	st.mu.Lock()
 	if st.done {
@@ -154,7 +162,7 @@ func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 		if out != nil {
 			out.Fail(cause)
 		}
-		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: %w", st.name, cause)
+		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: %w", st, cause)
 	}
 	st.gpuCount++
 	v := st.gpuCount
@@ -168,7 +176,7 @@ func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 	ev, err := s.Enqueue([]gpu.Command{gpu.WaitValue{Word: st.words.cpu, Value: v}}, st.commandDone)
 	if err != nil {
 		st.commandDone(err)
-		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu(%d): %w", st.name, v, err)
+		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu(%d): %w", st, v, err)
 	}
 	return ev, nil
 }
@@ -183,7 +191,7 @@ func (f *Fence) Wait(ctx context.Context) error {
 	st.mu.Lock()
 	if st.done {
 		defer st.mu.Unlock()
-		return fmt.Errorf("fence %s: wait: %w", st.name, st.cause)
+		return fmt.Errorf("fence %s: wait: %w", st, st.cause)
 	}
 	st.cpuCount++
 	v := st.cpuCount
@@ -194,11 +202,11 @@ func (f *Fence) Wait(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, gpu.ErrCanceled):
-		return fmt.Errorf("fence %s: wait(%d): %w", st.name, v, f.Err())
+		return fmt.Errorf("fence %s: wait(%d): %w", st, v, f.Err())
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("fence %s: wait(%d): %w: %w", st.name, v, ErrTimeout, err)
+		return fmt.Errorf("fence %s: wait(%d): %w: %w", st, v, ErrTimeout, err)
 	default:
-		return fmt.Errorf("fence %s: wait(%d): %w", st.name, v, err)
+		return fmt.Errorf("fence %s: wait(%d): %w", st, v, err)
 	}
 }
 
@@ -210,7 +218,7 @@ func (f *Fence) Update() error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.done {
-		return fmt.Errorf("fence %s: update: %w", st.name, st.cause)
+		return fmt.Errorf("fence %s: update: %w", st, st.cause)
 	}
 	st.cpuCount++
 	v := st.cpuCount
@@ -248,12 +256,12 @@ func (st *state) release(cause error) {
 		cause = fmt.Errorf("released before the CPU update %d the GPU waits for", st.maxGPUWait)
 	}
 	if cause != nil {
-		st.cause = fmt.Errorf("fence %s: %w: %w", st.name, ErrReleased, cause)
+		st.cause = fmt.Errorf("fence %s: %w: %w", st, ErrReleased, cause)
 		for _, g := range st.guarded {
 			g.Fail(st.cause)
 		}
 	} else {
-		st.cause = fmt.Errorf("fence %s: %w", st.name, ErrReleased)
+		st.cause = fmt.Errorf("fence %s: %w", st, ErrReleased)
 	}
 	st.guarded = nil
 	st.words.cpu.Store(gpu.StopValue)

@@ -130,18 +130,14 @@ func (m *Manager) New(dev gpu.Device, opts ...Option) (*Fence, error) {
 	}
 
 	id := m.nextID.Add(1)
-	name := fc.name
-	if name == "" {
-		name = fmt.Sprint(id)
-	} else {
-		name = fmt.Sprintf("%d(%s)", id, name)
-	}
-	st := &state{id: id, name: name, mgr: m, pool: p, words: w, deadline: fc.deadline,
+	st := &state{id: id, label: fc.name, mgr: m, pool: p, words: w, deadline: fc.deadline,
 		released: make(chan struct{})}
 	m.live.Store(id, st)
 	m.nLive.Add(1)
 	f := &Fence{st: st}
-	runtime.AddCleanup(f, func(st *state) { st.release(ErrDropped) }, st)
+	if !fc.noCleanup {
+		runtime.AddCleanup(f, func(st *state) { st.release(ErrDropped) }, st)
+	}
 	return f, nil
 }
 
@@ -267,7 +263,7 @@ func (a *fenceActor) Receive(c actor.Context) {
 		m.live.Range(func(_, v any) bool {
 			st := v.(*state)
 			if now.After(st.deadline) {
-				m.log.Warn("fence deadline passed; releasing", zap.String("fence", st.name))
+				m.log.Warn("fence deadline passed; releasing", zap.Stringer("fence", st))
 				st.release(fmt.Errorf("%w: deadline %s passed", ErrTimeout, st.deadline.Format(time.RFC3339Nano)))
 			}
 			return true
