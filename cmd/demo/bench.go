@@ -22,7 +22,7 @@ type benchCmd struct {
 	Ranks   int           `help:"In-process ranks." default:"4"`
 	Backend string        `help:"GPU backend: auto, sim, cuda, metal." default:"auto"`
 	DType   string        `name:"dtype" help:"Element type." default:"float32"`
-	Ops     string        `help:"Comma-separated ops: allreduce, allgather, reducescatter, broadcast, sendrecv." default:"allreduce,allgather,reducescatter,broadcast,sendrecv"`
+	Ops     string        `help:"Comma-separated ops: allreduce, allreduce_inplace, allgather, reducescatter, broadcast, sendrecv." default:"allreduce,allreduce_inplace,allgather,reducescatter,broadcast,sendrecv"`
 	MinSize sizeFlag      `help:"Smallest size per rank." default:"4KiB"`
 	MaxSize sizeFlag      `help:"Largest size per rank." default:"64MiB"`
 	Factor  int           `help:"Size step factor." default:"4"`
@@ -78,13 +78,13 @@ func (c *benchCmd) Run(log *zap.Logger) error {
 				return fmt.Errorf("%s %d bytes: %w", op, size, err)
 			}
 			redop := "-"
-			if op == "allreduce" || op == "reducescatter" {
+			if op == "allreduce" || op == "allreduce_inplace" || op == "reducescatter" {
 				redop = "sum"
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.1f\t%.1f\t%.3f\t%.3f\t%d\t\n", op, count*dt.Size(), count, dt, redop,
 				us(r.batch), us(r.p50), r.algbw, r.busbw, r.wrong)
-			if op == "allreduce" && size == 64<<20 {
-				ar64 = r.busbw
+			if strings.HasPrefix(op, "allreduce") && size == 64<<20 {
+				ar64 = max(ar64, r.busbw)
 			}
 		}
 	}
@@ -130,6 +130,12 @@ func (c *benchCmd) measure(w *world, op string, dt gpu.DType, count int) (result
 			_ = x.Free()
 		}
 	}()
+	inplace := op == "allreduce_inplace"
+	free := func(outs []*array.Array) {
+		if !inplace { // in place, the outputs are the inputs
+			freeAll(outs)
+		}
+	}
 	// One op on every rank; returns each rank's output.
 	once := func() ([]*array.Array, error) {
 		outs := make([]*array.Array, n)
@@ -140,6 +146,9 @@ func (c *benchCmd) measure(w *world, op string, dt gpu.DType, count int) (result
 			go func() {
 				defer wg.Done()
 				outs[r], errs[r] = runOp(w, op, r, inputs[r], count, dt)
+				if inplace && errs[r] == nil {
+					inputs[r] = outs[r] // the next op donates the result again
+				}
 			}()
 		}
 		wg.Wait()
@@ -205,24 +214,31 @@ func (c *benchCmd) measure(w *world, op string, dt gpu.DType, count int) (result
 		free(outs)
 	}
 	slices.Sort(lat)
-	// Batch: every op issued back to back, then one wait.
+	// Batch: ops issued back to back, at most window in flight (each op's
+	// output is a new array, so an unbounded batch would hold them all).
+	const window = 2
 	t0 := time.Now()
-	var all [][]*array.Array
+	var inflight [][]*array.Array
 	for range timed {
+		if len(inflight) == window {
+			if err := waitAll(inflight[0]); err != nil {
+				return result{}, err
+			}
+			free(inflight[0])
+			inflight = inflight[1:]
+		}
 		if outs, err = once(); err != nil {
 			return result{}, err
 		}
-		all = append(all, outs)
+		inflight = append(inflight, outs)
 	}
-	for _, outs := range all {
+	for _, outs := range inflight {
 		if err := waitAll(outs); err != nil {
 			return result{}, err
 		}
-	}
-	batch := time.Since(t0) / time.Duration(timed)
-	for _, outs := range all {
 		free(outs)
 	}
+	batch := time.Since(t0) / time.Duration(timed)
 	bytes := float64(count * dt.Size())
 	if op == "allgather" {
 		bytes *= float64(n) // nccl-tests: the size of the gathered output
@@ -231,7 +247,7 @@ func (c *benchCmd) measure(w *world, op string, dt gpu.DType, count int) (result
 	return result{batch: batch, p50: lat[len(lat)/2], algbw: algbw, busbw: algbw * busFactor(op, n), wrong: wrong}, nil
 }
 
-func free(outs []*array.Array) {
+func freeAll(outs []*array.Array) {
 	for _, o := range outs {
 		if o != nil {
 			_ = o.Free()
@@ -242,7 +258,7 @@ func free(outs []*array.Array) {
 // busFactor is nccl-tests' bus bandwidth factor.
 func busFactor(op string, n int) float64 {
 	switch op {
-	case "allreduce":
+	case "allreduce", "allreduce_inplace":
 		return 2 * float64(n-1) / float64(n)
 	case "allgather", "reducescatter":
 		return float64(n-1) / float64(n)
@@ -256,6 +272,8 @@ func runOp(w *world, op string, r int, x *array.Array, count int, dt gpu.DType) 
 	switch op {
 	case "allreduce":
 		return g.AllReduce(s, x, collectives.Sum)
+	case "allreduce_inplace": // the output takes over the input's buffer
+		return g.AllReduce(s, x, collectives.Sum, collectives.Donate())
 	case "allgather":
 		return g.AllGather(s, x)
 	case "reducescatter":
@@ -293,7 +311,7 @@ func check(ctx context.Context, op string, outs []*array.Array, n, count int, dt
 		for i, v := range vals {
 			var want float64
 			switch op {
-			case "allreduce", "reducescatter":
+			case "allreduce", "allreduce_inplace", "reducescatter":
 				want = sum
 			case "allgather":
 				want = float64((i / count) % 3)

@@ -14,33 +14,59 @@ const align = 64
 // buffer is a sim gpu.Buffer: a 64-byte aligned Go byte slice that the CPU
 // and the device's queues share, whatever its MemKind. Free is idempotent;
 // after it Bytes returns nil and a command naming the buffer fails with
-// gpu.ErrClosed. The memory itself is reclaimed by the Go collector once
-// nothing references the buffer, so a kernel racing with Free (a caller
-// bug) never touches foreign memory.
+// gpu.ErrClosed. Blocks of cacheMin bytes or more go back to the device's
+// cache for reuse, but only once the buffer is freed and no submitted batch
+// names it any more (refs), so a kernel racing with Free (a caller bug)
+// never touches memory another buffer owns; smaller ones are left to the
+// Go collector.
 type buffer struct {
-	dev   *Device
-	data  []byte // len == cap == n, never changed after newBuffer
-	n     int
-	kind  gpu.MemKind
-	freed atomic.Bool
+	dev      *Device
+	data     []byte // len == cap == n, never changed after newBuffer
+	raw      []byte // the allocation data lies in; cached for reuse
+	n        int
+	kind     gpu.MemKind
+	freed    atomic.Bool
+	refs     atomic.Int32 // submitted, unfinished batches naming the buffer
+	recycled atomic.Bool
 }
 
 var _ gpu.Buffer = (*buffer)(nil)
 
 func newBuffer(d *Device, n int, kind gpu.MemKind) *buffer {
-	raw := make([]byte, n+align-1)
+	raw, reused := d.takeCached(n)
+	if raw == nil {
+		raw = make([]byte, blockSize(n)+align-1)
+	}
 	off := 0
 	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(raw))) % align); r != 0 {
 		off = align - r
 	}
-	b := &buffer{dev: d, data: raw[off : off+n : off+n], n: n, kind: kind}
-	if kind == gpu.DeviceMem && d.cfg.staged {
+	b := &buffer{dev: d, data: raw[off : off+n : off+n], raw: raw, n: n, kind: kind}
+	switch {
+	case kind == gpu.DeviceMem && d.cfg.staged:
 		// Like a reused block on a real GPU: never assume zeros.
 		for i := range b.data {
 			b.data[i] = 0xA5
 		}
+	case reused && kind == gpu.HostMem:
+		clear(b.data) // host memory starts zeroed (device memory is undefined)
 	}
 	return b
+}
+
+// unref ends one batch's use of the buffer; the last use of a freed
+// buffer hands its block to the cache.
+func (b *buffer) unref() {
+	if b.refs.Add(-1) == 0 && b.freed.Load() {
+		b.recycle()
+	}
+}
+
+// recycle gives the block to the device's cache, once.
+func (b *buffer) recycle() {
+	if !b.recycled.Swap(true) {
+		b.dev.putCached(b.raw)
+	}
 }
 
 // Len implements gpu.Buffer.
@@ -69,4 +95,7 @@ func (b *buffer) free() {
 		return
 	}
 	b.dev.forgetBuffer(b)
+	if b.refs.Load() == 0 {
+		b.recycle()
+	}
 }

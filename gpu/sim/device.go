@@ -23,6 +23,8 @@ type Device struct {
 	queues  map[*queue]struct{}
 	buffers map[*buffer]struct{}
 	words   map[*word]struct{}
+	cache   map[int][][]byte // free blocks by size (see cache.go)
+	cached  int              // bytes in cache
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -144,6 +146,7 @@ func (d *Device) Close() error {
 	d.mu.Lock()
 	buffers, words := d.buffers, d.words
 	d.buffers, d.words, d.queues = nil, nil, nil
+	d.cache, d.cached = nil, 0
 	d.mu.Unlock()
 	for b := range buffers {
 		b.free()

@@ -86,6 +86,7 @@ func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
 		q.mu.Unlock()
 		return errClosedf("submit: queue")
 	}
+	refBuffers(cmds, +1) // the blocks stay out of the cache until the batch ends
 	var own []gpu.Command
 	if n := len(q.spare); n > 0 {
 		own = q.spare[n-1]
@@ -155,6 +156,7 @@ func (q *queue) work() {
 		q.mu.Unlock()
 
 		err := q.exec(b.cmds)
+		refBuffers(b.cmds, -1)
 		if b.done != nil {
 			b.done(err)
 		}
