@@ -10,43 +10,6 @@ type Command interface {
 	fmt.Stringer
 }
 
-// Scalar is a value for Fill, Arange and Scale, exact for both integer and
-// floating-point element types.
-type Scalar struct {
-	F     float64
-	I     int64
-	IsInt bool
-}
-
-// Float makes a floating-point Scalar.
-func Float(v float64) Scalar { return Scalar{F: v, I: int64(v)} }
-
-// Int makes an integer Scalar.
-func Int(v int64) Scalar { return Scalar{F: float64(v), I: v, IsInt: true} }
-
-// Float64 returns the value as a float64.
-func (s Scalar) Float64() float64 {
-	if s.IsInt {
-		return float64(s.I)
-	}
-	return s.F
-}
-
-// Int64 returns the value as an int64 (floats are truncated toward zero).
-func (s Scalar) Int64() int64 {
-	if s.IsInt {
-		return s.I
-	}
-	return int64(s.F)
-}
-
-func (s Scalar) String() string {
-	if s.IsInt {
-		return fmt.Sprint(s.I)
-	}
-	return fmt.Sprint(s.F)
-}
-
 // Fill sets N elements of Dst (from its start) to Value.
 type Fill struct {
 	Dst   Buffer

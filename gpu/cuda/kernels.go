@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/gpu/half"
 )
 
 //go:generate sh kernels/gen.sh
@@ -156,46 +155,6 @@ func (a *api) launch(f cuFunc, name string, n int, threads uint32, s cuStream, a
 	return a.errorf("cuLaunchKernel("+name+")", r)
 }
 
-// fillBits converts a Fill value to the element's bit pattern on the host,
-// with the backends' shared rules (see gpu/sim): float types take
-// Scalar.Float64 rounded once to the element type (16-bit floats through
-// float32, as package half does); integer types take the value truncated
-// toward zero, saturated at the int64 limits, then wrapped.
-func fillBits(dt gpu.DType, v gpu.Scalar) uint64 {
-	switch dt {
-	case gpu.Float32:
-		return uint64(math.Float32bits(float32(v.Float64())))
-	case gpu.Float64:
-		return math.Float64bits(v.Float64())
-	case gpu.Float16:
-		return uint64(half.F16(float32(v.Float64())))
-	case gpu.BFloat16:
-		return uint64(half.BF16(float32(v.Float64())))
-	}
-	return uint64(scalarInt(v)) // the kernel keeps the low bytes: wrap-around
-}
-
-// scalarInt is a Scalar as an int64: exact for integers; floats truncated
-// toward zero, saturating at the int64 limits, NaN giving 0.
-func scalarInt(v gpu.Scalar) int64 {
-	if v.IsInt {
-		return v.I
-	}
-	return truncSat(v.F)
-}
-
-func truncSat(f float64) int64 {
-	switch {
-	case f != f:
-		return 0
-	case f >= 9223372036854775807.0:
-		return math.MaxInt64
-	case f <= -9223372036854775808.0:
-		return math.MinInt64
-	}
-	return int64(f)
-}
-
 // The launchers below put one op on stream s. Each takes device addresses.
 
 func (k *kernels) fill(a *api, s cuStream, dst uintptr, dt gpu.DType, n int, v gpu.Scalar) error {
@@ -203,7 +162,7 @@ func (k *kernels) fill(a *api, s cuStream, dst uintptr, dt gpu.DType, n int, v g
 	args.reset(3)
 	args.ptr(dst)
 	args.i64(int64(n))
-	args.u64(fillBits(dt, v))
+	args.u64(v.Bits(dt))
 	name := "fill_" + dtypeSuffix[dt]
 	return a.launch(k.fn[name], name, n, blockThreads, s, &args)
 }

@@ -23,27 +23,6 @@ import (
 //   - Integer Scale: an integer factor multiplies exactly (wrapping); a
 //     float factor computes float64(x)*f, then converts as above.
 
-// truncSat converts f to int64 by truncation toward zero, saturating; NaN
-// gives 0.
-func truncSat(f float64) int64 {
-	switch {
-	case math.IsNaN(f):
-		return 0
-	case f >= 0x1p63:
-		return math.MaxInt64
-	case f <= -0x1p63:
-		return math.MinInt64
-	}
-	return int64(f)
-}
-
-func scalarInt(s gpu.Scalar) int64 {
-	if s.IsInt {
-		return s.I
-	}
-	return truncSat(s.F)
-}
-
 // wrap reduces v to dt's width, sign- or zero-extended back to int64.
 func wrap(dt gpu.DType, v int64) int64 {
 	switch dt {
@@ -130,7 +109,7 @@ func refFill(dt gpu.DType, v gpu.Scalar) (int64, float64) {
 	if dt.IsFloat() {
 		return 0, v.Float64()
 	}
-	return wrap(dt, scalarInt(v)), 0
+	return wrap(dt, v.Int64()), 0
 }
 
 func refArange(dt gpu.DType, i int, start, step gpu.Scalar) (int64, float64) {
@@ -141,7 +120,7 @@ func refArange(dt gpu.DType, i int, start, step gpu.Scalar) (int64, float64) {
 	if start.IsInt && step.IsInt {
 		return wrap(dt, start.I+int64(i)*step.I), 0
 	}
-	return wrap(dt, truncSat(f)), 0
+	return wrap(dt, gpu.TruncSat(f)), 0
 }
 
 func refAdd(dt gpu.DType, a, b []byte, i int) (int64, float64) {
@@ -159,7 +138,7 @@ func refScale(dt gpu.DType, a []byte, i int, f gpu.Scalar) (int64, float64) {
 	if f.IsInt {
 		return wrap(dt, x*f.I), 0
 	}
-	return wrap(dt, truncSat(float64(x)*f.F)), 0
+	return wrap(dt, gpu.TruncSat(float64(x)*f.F)), 0
 }
 
 // closeEnough compares a float result with its exact expected value.

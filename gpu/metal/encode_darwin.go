@@ -48,7 +48,7 @@ func (e *encoder) command(i int, c gpu.Command) error {
 	}
 	switch c := c.(type) {
 	case gpu.Fill:
-		return e.op(metalshader.Fill, c.DType, c.N, metalshader.Params{A: fillBits(c.DType, c.Value)}, c.Dst)
+		return e.op(metalshader.Fill, c.DType, c.N, metalshader.Params{A: c.Value.Bits(c.DType)}, c.Dst)
 	case gpu.Arange:
 		p := metalshader.Params{A: uint64(c.Start.I), B: uint64(c.Step.I)}
 		if c.DType.IsFloat() {

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/gpu/half"
 )
 
 // The host path: commands Metal cannot compute exactly run on the CPU, on
@@ -26,49 +25,6 @@ func needsHost(c gpu.Command) bool {
 		return c.DType == gpu.Float64 || (!c.DType.IsFloat() && !c.Factor.IsInt)
 	}
 	return false
-}
-
-// truncSat converts f to int64, truncating toward zero and saturating; NaN
-// gives 0.
-func truncSat(f float64) int64 {
-	switch {
-	case f != f:
-		return 0
-	case f >= math.MaxInt64:
-		return math.MaxInt64
-	case f <= math.MinInt64:
-		return math.MinInt64
-	}
-	return int64(f)
-}
-
-// scalarInt is a Scalar as an integer element value before wrapping.
-func scalarInt(s gpu.Scalar) int64 {
-	if s.IsInt {
-		return s.I
-	}
-	return truncSat(s.F)
-}
-
-// fillBits is the bit pattern of v as one element of dt, in the low bits.
-func fillBits(dt gpu.DType, v gpu.Scalar) uint64 {
-	switch dt {
-	case gpu.Float32:
-		return uint64(math.Float32bits(float32(v.Float64())))
-	case gpu.Float64:
-		return math.Float64bits(v.Float64())
-	case gpu.Float16:
-		return uint64(half.F16(float32(v.Float64())))
-	case gpu.BFloat16:
-		return uint64(half.BF16(float32(v.Float64())))
-	case gpu.Int8, gpu.Uint8:
-		return uint64(uint8(scalarInt(v)))
-	case gpu.Int16:
-		return uint64(uint16(scalarInt(v)))
-	case gpu.Int32:
-		return uint64(uint32(scalarInt(v)))
-	}
-	return uint64(scalarInt(v)) // Int64
 }
 
 // putInt stores the low dt.Size() bytes of v as element i of dst.
@@ -116,7 +72,7 @@ func hostRun(c gpu.Command, dst, a, b []byte) {
 			if c.DType == gpu.Float64 {
 				putF64(dst, i, v)
 			} else {
-				putInt(c.DType, dst, i, truncSat(v))
+				putInt(c.DType, dst, i, gpu.TruncSat(v))
 			}
 		}
 	case gpu.Add:
@@ -129,7 +85,7 @@ func hostRun(c gpu.Command, dst, a, b []byte) {
 			if c.DType == gpu.Float64 {
 				putF64(dst, i, getF64(a, i)*f)
 			} else {
-				putInt(c.DType, dst, i, truncSat(float64(getInt(c.DType, a, i))*f))
+				putInt(c.DType, dst, i, gpu.TruncSat(float64(getInt(c.DType, a, i))*f))
 			}
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/gpu/half"
 )
 
 func TestNeedsHost(t *testing.T) {
@@ -30,31 +29,6 @@ func TestNeedsHost(t *testing.T) {
 	for _, c := range cases {
 		if got := needsHost(c.c); got != c.want {
 			t.Errorf("needsHost(%v) = %v, want %v", c.c, got, c.want)
-		}
-	}
-}
-
-func TestFillBits(t *testing.T) {
-	cases := []struct {
-		dt   gpu.DType
-		v    gpu.Scalar
-		want uint64
-	}{
-		{gpu.Float32, gpu.Float(1.5), uint64(math.Float32bits(1.5))},
-		{gpu.Float64, gpu.Float(-2.25), math.Float64bits(-2.25)},
-		{gpu.Float16, gpu.Float(1), uint64(half.F16(1))},
-		{gpu.BFloat16, gpu.Int(3), uint64(half.BF16(3))},
-		{gpu.Int8, gpu.Int(-1), 0xFF},
-		{gpu.Int8, gpu.Int(300), 300 & 0xFF},
-		{gpu.Uint8, gpu.Float(7.9), 7},
-		{gpu.Int16, gpu.Float(-2.5), 0xFFFE},
-		{gpu.Int32, gpu.Float(math.NaN()), 0},
-		{gpu.Int64, gpu.Float(1e300), math.MaxInt64},
-		{gpu.Int64, gpu.Int(-5), uint64(math.MaxUint64 - 4)},
-	}
-	for _, c := range cases {
-		if got := fillBits(c.dt, c.v); got != c.want {
-			t.Errorf("fillBits(%s, %v) = %#x, want %#x", c.dt, c.v, got, c.want)
 		}
 	}
 }

@@ -29,15 +29,15 @@ func fill(dt gpu.DType, dst []byte, n int, v gpu.Scalar) {
 	case gpu.BFloat16:
 		fillT(view[uint16](dst, n), uint16(half.BF16(float32(v.Float64()))))
 	case gpu.Int8:
-		fillT(view[int8](dst, n), int8(scalarInt(v)))
+		fillT(view[int8](dst, n), int8(v.Int64()))
 	case gpu.Int16:
-		fillT(view[int16](dst, n), int16(scalarInt(v)))
+		fillT(view[int16](dst, n), int16(v.Int64()))
 	case gpu.Int32:
-		fillT(view[int32](dst, n), int32(scalarInt(v)))
+		fillT(view[int32](dst, n), int32(v.Int64()))
 	case gpu.Int64:
-		fillT(view[int64](dst, n), scalarInt(v))
+		fillT(view[int64](dst, n), v.Int64())
 	case gpu.Uint8:
-		fillT(view[uint8](dst, n), uint8(scalarInt(v)))
+		fillT(view[uint8](dst, n), uint8(v.Int64()))
 	}
 }
 
@@ -97,7 +97,7 @@ func arangeInt[T integer](d []T, start, step gpu.Scalar) {
 	}
 	s0, s1 := start.Float64(), step.Float64()
 	for i := range d {
-		d[i] = T(truncSat(s0 + float64(i)*s1))
+		d[i] = T(gpu.TruncSat(s0 + float64(i)*s1))
 	}
 }
 
@@ -191,6 +191,6 @@ func scaleInt[T integer](d, s []T, f gpu.Scalar) {
 		return
 	}
 	for i := range d {
-		d[i] = T(truncSat(float64(s[i]) * f.F))
+		d[i] = T(gpu.TruncSat(float64(s[i]) * f.F))
 	}
 }
