@@ -123,7 +123,7 @@ func reduceRef(dt gpu.DType, op collectives.Op, ins [][]float64) []float64 {
 		for _, in := range ins[1:] {
 			acc = applyI(op, acc, int64(in[i]))
 		}
-		out[i] = float64(wrap(dt, acc))
+		out[i] = float64(dt.Wrap(acc))
 	}
 	return out
 }
@@ -152,20 +152,6 @@ func applyI(op collectives.Op, a, b int64) int64 {
 	default:
 		return max(a, b)
 	}
-}
-
-func wrap(dt gpu.DType, v int64) int64 {
-	switch dt {
-	case gpu.Int8:
-		return int64(int8(v))
-	case gpu.Int16:
-		return int64(int16(v))
-	case gpu.Int32:
-		return int64(int32(v))
-	case gpu.Uint8:
-		return int64(uint8(v))
-	}
-	return v
 }
 
 // tolerance is R20's relative error bound per dtype (0: exact).

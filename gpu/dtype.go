@@ -89,3 +89,20 @@ func ParseDType(name string) (DType, error) {
 	}
 	return Invalid, fmt.Errorf("gpu: unknown dtype %q: %w", name, ErrBadArgument)
 }
+
+// Wrap reduces v to d's width with two's-complement wrap-around, sign- or
+// (for Uint8) zero-extended back to int64: what storing v in an element of
+// an integer dtype keeps. Other dtypes return v unchanged.
+func (d DType) Wrap(v int64) int64 {
+	switch d {
+	case Int8:
+		return int64(int8(v))
+	case Int16:
+		return int64(int16(v))
+	case Int32:
+		return int64(int32(v))
+	case Uint8:
+		return int64(uint8(v))
+	}
+	return v
+}

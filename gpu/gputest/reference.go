@@ -23,21 +23,6 @@ import (
 //   - Integer Scale: an integer factor multiplies exactly (wrapping); a
 //     float factor computes float64(x)*f, then converts as above.
 
-// wrap reduces v to dt's width, sign- or zero-extended back to int64.
-func wrap(dt gpu.DType, v int64) int64 {
-	switch dt {
-	case gpu.Int8:
-		return int64(int8(v))
-	case gpu.Int16:
-		return int64(int16(v))
-	case gpu.Int32:
-		return int64(int32(v))
-	case gpu.Uint8:
-		return int64(uint8(v))
-	}
-	return v
-}
-
 // tolerance is the relative error allowed for a float dtype.
 func tolerance(dt gpu.DType) float64 {
 	switch dt {
@@ -109,7 +94,7 @@ func refFill(dt gpu.DType, v gpu.Scalar) (int64, float64) {
 	if dt.IsFloat() {
 		return 0, v.Float64()
 	}
-	return wrap(dt, v.Int64()), 0
+	return dt.Wrap(v.Int64()), 0
 }
 
 func refArange(dt gpu.DType, i int, start, step gpu.Scalar) (int64, float64) {
@@ -118,16 +103,16 @@ func refArange(dt gpu.DType, i int, start, step gpu.Scalar) (int64, float64) {
 		return 0, f
 	}
 	if start.IsInt && step.IsInt {
-		return wrap(dt, start.I+int64(i)*step.I), 0
+		return dt.Wrap(start.I + int64(i)*step.I), 0
 	}
-	return wrap(dt, gpu.TruncSat(f)), 0
+	return dt.Wrap(gpu.TruncSat(f)), 0
 }
 
 func refAdd(dt gpu.DType, a, b []byte, i int) (int64, float64) {
 	if dt.IsFloat() {
 		return 0, getFloat(dt, a, i) + getFloat(dt, b, i)
 	}
-	return wrap(dt, getInt(dt, a, i)+getInt(dt, b, i)), 0
+	return dt.Wrap(getInt(dt, a, i) + getInt(dt, b, i)), 0
 }
 
 func refScale(dt gpu.DType, a []byte, i int, f gpu.Scalar) (int64, float64) {
@@ -136,9 +121,9 @@ func refScale(dt gpu.DType, a []byte, i int, f gpu.Scalar) (int64, float64) {
 	}
 	x := getInt(dt, a, i)
 	if f.IsInt {
-		return wrap(dt, x*f.I), 0
+		return dt.Wrap(x * f.I), 0
 	}
-	return wrap(dt, gpu.TruncSat(float64(x)*f.F)), 0
+	return dt.Wrap(gpu.TruncSat(float64(x) * f.F)), 0
 }
 
 // closeEnough compares a float result with its exact expected value.
