@@ -12,7 +12,7 @@ import (
 // of cacheMin bytes or more are rounded up to a power of two and reused.
 const (
 	cacheMin   = 64 << 10
-	cacheLimit = 2 << 30 // bytes the cache may hold
+	cacheLimit = 4 << 30 // bytes the cache may hold
 )
 
 // blockSize is the size of the block that holds n bytes.
