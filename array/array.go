@@ -21,7 +21,8 @@ type Array struct {
 	shape  []int
 	dtype  DType
 	size   int
-	buf    gpu.Buffer
+	mem    *Memory
+	buf    gpu.Buffer // mem.buf
 	stream *streams.GPU
 	ev     atomic.Pointer[streams.Event]
 	err    atomic.Pointer[error]
@@ -64,20 +65,20 @@ func alloc(op string, s *streams.GPU, shape []int, dt DType) (*Array, error) {
 	if err != nil {
 		return nil, fmt.Errorf("array: %s: %w", op, err)
 	}
-	return &Array{shape: slices.Clone(shape), dtype: dt, size: n, buf: buf, stream: s}, nil
+	return &Array{shape: slices.Clone(shape), dtype: dt, size: n, mem: newMemory(buf), buf: buf, stream: s}, nil
 }
 
-// Wrap makes an array over an existing buffer (a donated input's buffer,
-// R16), ready once ev completes.
-func Wrap(s *streams.GPU, shape []int, dt DType, buf gpu.Buffer, ev streams.Event) (*Array, error) {
+// Wrap makes an array over existing memory, such as a donated input's
+// (R16: the output takes over the input's buffer), ready once ev completes.
+func Wrap(s *streams.GPU, shape []int, dt DType, mem *Memory, ev streams.Event) (*Array, error) {
 	n, err := checkShape("wrap", shape)
 	if err != nil {
 		return nil, err
 	}
-	if buf == nil || buf.Len() < n*dt.Size() {
-		return nil, fmt.Errorf("array: wrap: buffer too small for %v %s: %w", shape, dt, gpu.ErrBadArgument)
+	if mem == nil || mem.buf.Len() < n*dt.Size() {
+		return nil, fmt.Errorf("array: wrap: memory too small for %v %s: %w", shape, dt, gpu.ErrBadArgument)
 	}
-	a := &Array{shape: slices.Clone(shape), dtype: dt, size: n, buf: buf, stream: s}
+	a := &Array{shape: slices.Clone(shape), dtype: dt, size: n, mem: mem, buf: mem.buf, stream: s}
 	a.SetEvent(ev)
 	return a, nil
 }
@@ -96,6 +97,10 @@ func (a *Array) NBytes() int { return a.size * a.dtype.Size() }
 
 // Buffer is the device memory holding the contents.
 func (a *Array) Buffer() gpu.Buffer { return a.buf }
+
+// Memory is the array's buffer with its lifetime: hold it (not the array)
+// to keep the buffer valid without keeping the array alive.
+func (a *Array) Memory() *Memory { return a.mem }
 
 // Stream is the stream the array was made on.
 func (a *Array) Stream() *streams.GPU { return a.stream }
@@ -153,13 +158,16 @@ func (a *Array) Wait(ctx context.Context) error {
 }
 
 // Free gives the array's memory back once every command enqueued so far on
-// its stream has completed. The array must not be used afterwards.
+// its stream has completed, without waiting for the collector. Neither the
+// array nor an array sharing its memory may be used afterwards.
 func (a *Array) Free() error {
+	if a.mem.freed.Swap(true) {
+		return nil
+	}
 	if a.stream == nil {
 		return a.buf.Free()
 	}
-	_, err := a.stream.Enqueue(nil, func(error) { _ = a.buf.Free() })
-	if err != nil {
+	if _, err := a.stream.Enqueue(nil, func(error) { _ = a.buf.Free() }); err != nil {
 		return fmt.Errorf("array: free: %w", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -194,5 +195,37 @@ func TestWaitBoundedByContext(t *testing.T) {
 	v, err := array.ToSlice[float32](ctx(t), x)
 	if err != nil || math.Abs(float64(v[0]-1)) > 0 {
 		t.Fatalf("after release: %v %v", v, err)
+	}
+}
+
+// TestDroppedArraysFreeTheirMemory: an array nothing refers to gives its
+// buffer back, and dropping an input right after using it is safe.
+func TestDroppedArraysFreeTheirMemory(t *testing.T) {
+	s := stream(t)
+	x, err := array.Full(s, []int{1 << 16}, array.Float32, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := array.Scale(s, x, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := x.Buffer()
+	x = nil
+	runtime.GC()
+	runtime.GC()
+	vals, err := array.ToSlice[float32](ctx(t), y)
+	if err != nil || vals[1<<16-1] != 6 {
+		t.Fatalf("op on a dropped input: %v %v", err, vals[:1])
+	}
+	if s.Device().Properties().HostVisibleDeviceMem {
+		deadline := time.Now().Add(5 * time.Second)
+		for buf.Bytes() != nil && time.Now().Before(deadline) {
+			runtime.GC()
+			time.Sleep(time.Millisecond)
+		}
+		if buf.Bytes() != nil {
+			t.Fatal("a dropped array's buffer was never freed")
+		}
 	}
 }

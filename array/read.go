@@ -3,6 +3,7 @@ package array
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/choreo-gpu/choreo/gpu"
@@ -36,7 +37,9 @@ func HostBytes(ctx context.Context, a *Array) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("array: read: %w", err)
 	}
-	if err := ev.Wait(ctx); err != nil {
+	err = ev.Wait(ctx)
+	runtime.KeepAlive(a) // its memory must outlive the queued copy
+	if err != nil {
 		return nil, fmt.Errorf("array: read: %w", err)
 	}
 	return append([]byte(nil), host.Bytes()[:nb]...), nil

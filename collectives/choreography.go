@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 	"weak"
 
@@ -142,16 +143,18 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 
 	var out *array.Array
 	var outBuf, hostOut gpu.Buffer
+	var outMem *array.Memory
 	if p.outShape != nil {
 		if p.donate && p.in != nil && p.in.DType() == p.outDType && p.in.NBytes() == sizeOf(p.outShape)*p.outDType.Size() {
-			out, err = array.Wrap(s, p.outShape, p.outDType, inBuf, streams.Event{})
+			out, err = array.Wrap(s, p.outShape, p.outDType, p.in.Memory(), streams.Event{})
 		} else {
 			out, err = array.New(s, p.outShape, p.outDType)
 		}
 		if err != nil {
 			return fail(err)
 		}
-		outBuf = out.Buffer()
+		outMem = out.Memory() // the task holds the memory, never the output (R16)
+		outBuf = outMem.Buffer()
 		nb := out.NBytes()
 		if !visible && nb > 0 {
 			if hostOut, err = dev.Alloc(nb, gpu.HostMem); err != nil {
@@ -164,7 +167,11 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		}
 		if hostOut != nil {
 			ho := hostOut
-			ev, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: outBuf, Src: hostOut, Bytes: nb}}, func(error) { _ = ho.Free() })
+			om := outMem
+			ev, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: outBuf, Src: hostOut, Bytes: nb}}, func(error) {
+				_ = ho.Free()
+				runtime.KeepAlive(om) // until the copy has run
+			})
 			if err != nil {
 				return fail(err)
 			}
@@ -193,7 +200,9 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 			return err
 		}
 		if p.outShape != nil {
-			return f.Update()
+			err := f.Update()
+			runtime.KeepAlive(outMem) // valid until the GPU side has its data
+			return err
 		}
 		return nil
 	}, Done: func(err error) {
