@@ -12,7 +12,6 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/gpu/half"
 	"go.uber.org/goleak"
 )
 
@@ -89,39 +88,12 @@ func gen(dt gpu.DType, op reduce.Op, count, r int, seed uint64) []byte {
 			default:
 				v = rng.Float64()*200 - 100
 			}
-			setF(dt, buf, i, v)
+			dt.SetFloat(buf, i, v)
 		} else {
 			setI(dt, buf, i, rng.Uint64())
 		}
 	}
 	return buf
-}
-
-func setF(dt gpu.DType, b []byte, i int, v float64) {
-	switch dt {
-	case gpu.Float32:
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
-	case gpu.Float64:
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
-	case gpu.Float16:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(half.F16(float32(v))))
-	case gpu.BFloat16:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(half.BF16(float32(v))))
-	}
-}
-
-func getF(dt gpu.DType, b []byte, i int) float64 {
-	switch dt {
-	case gpu.Float32:
-		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-	case gpu.Float64:
-		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
-	case gpu.Float16:
-		return float64(half.Float16(binary.LittleEndian.Uint16(b[2*i:])).Float32())
-	case gpu.BFloat16:
-		return float64(half.BFloat16(binary.LittleEndian.Uint16(b[2*i:])).Float32())
-	}
-	panic("not a float")
 }
 
 func setI(dt gpu.DType, b []byte, i int, v uint64) {
@@ -137,23 +109,6 @@ func setI(dt gpu.DType, b []byte, i int, v uint64) {
 	}
 }
 
-// getI returns element i sign-extended (signed types) or zero-extended.
-func getI(dt gpu.DType, b []byte, i int) int64 {
-	switch dt {
-	case gpu.Int8:
-		return int64(int8(b[i]))
-	case gpu.Uint8:
-		return int64(b[i])
-	case gpu.Int16:
-		return int64(int16(binary.LittleEndian.Uint16(b[2*i:])))
-	case gpu.Int32:
-		return int64(int32(binary.LittleEndian.Uint32(b[4*i:])))
-	case gpu.Int64:
-		return int64(binary.LittleEndian.Uint64(b[8*i:]))
-	}
-	panic("not an integer")
-}
-
 // ref is an expected result: exact integer elements, or float64 values.
 type ref struct {
 	ints   []byte
@@ -166,9 +121,9 @@ func reference(dt gpu.DType, op reduce.Op, inputs [][]byte, count int) ref {
 	out := ref{ints: make([]byte, count*dt.Size()), floats: make([]float64, count)}
 	for i := 0; i < count; i++ {
 		if dt.IsFloat() {
-			acc := getF(dt, inputs[0], i)
+			acc := dt.Float(inputs[0], i)
 			for _, in := range inputs[1:] {
-				v := getF(dt, in, i)
+				v := dt.Float(in, i)
 				switch op {
 				case reduce.Sum:
 					acc += v
@@ -183,9 +138,9 @@ func reference(dt gpu.DType, op reduce.Op, inputs [][]byte, count int) ref {
 			out.floats[i] = acc
 			continue
 		}
-		acc := getI(dt, inputs[0], i)
+		acc := dt.Int(inputs[0], i)
 		for _, in := range inputs[1:] {
-			v := getI(dt, in, i)
+			v := dt.Int(in, i)
 			switch op {
 			case reduce.Sum:
 				acc = int64(uint64(acc) + uint64(v))
@@ -221,11 +176,11 @@ func tolerance(dt gpu.DType) float64 {
 func check(dt gpu.DType, got []byte, want ref) error {
 	for i := range want.floats {
 		if dt.IsFloat() {
-			g, w := getF(dt, got, i), want.floats[i]
+			g, w := dt.Float(got, i), want.floats[i]
 			if math.Abs(g-w) > tolerance(dt)*math.Abs(w)+1e-300 {
 				return fmt.Errorf("element %d: got %v, want %v (rel tol %v)", i, g, w, tolerance(dt))
 			}
-		} else if g, w := getI(dt, got, i), getI(dt, want.ints, i); g != w {
+		} else if g, w := dt.Int(got, i), dt.Int(want.ints, i); g != w {
 			return fmt.Errorf("element %d: got %d, want %d", i, g, w)
 		}
 	}

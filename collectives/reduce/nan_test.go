@@ -17,13 +17,13 @@ func TestNaN(t *testing.T) {
 					dst := make([]byte, n*dt.Size())
 					src := make([]byte, n*dt.Size())
 					for i := 0; i < n; i++ {
-						putF(dt, dst, i, 1.5)
-						putF(dt, src, i, -2.5)
+						dt.SetFloat(dst, i, 1.5)
+						dt.SetFloat(src, i, -2.5)
 						if i%3 == 0 {
 							if nanInDst {
-								putF(dt, dst, i, math.NaN())
+								dt.SetFloat(dst, i, math.NaN())
 							} else {
-								putF(dt, src, i, math.NaN())
+								dt.SetFloat(src, i, math.NaN())
 							}
 						}
 					}
@@ -31,7 +31,7 @@ func TestNaN(t *testing.T) {
 						t.Fatal(err)
 					}
 					for i := 0; i < n; i++ {
-						if got := getF(dt, dst, i); math.IsNaN(got) != (i%3 == 0) {
+						if got := dt.Float(dst, i); math.IsNaN(got) != (i%3 == 0) {
 							t.Errorf("%s %s n=%d nanInDst=%v element %d = %v", op, dt, n, nanInDst, i, got)
 						}
 					}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/gpu/half"
 )
 
 // This file holds the test reference: element codecs and a scalar
@@ -18,38 +17,6 @@ import (
 // testLengths are the element counts every kernel is checked at: empty,
 // below, at and around the vector widths, and long with an odd tail.
 var testLengths = []int{0, 1, 7, 8, 15, 16, 17, 1023, 1024 + 13}
-
-// getF reads element i of b (float dtype dt) as float64, exactly.
-func getF(dt gpu.DType, b []byte, i int) float64 {
-	switch dt {
-	case gpu.Float32:
-		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-	case gpu.Float64:
-		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
-	case gpu.Float16:
-		return float64(half.Float16(binary.LittleEndian.Uint16(b[2*i:])).Float32())
-	case gpu.BFloat16:
-		return float64(half.BFloat16(binary.LittleEndian.Uint16(b[2*i:])).Float32())
-	}
-	panic("getF: " + dt.String())
-}
-
-// putF rounds v to dt and stores it as element i of b. For the 16-bit types
-// v is first rounded to float32, the precision the kernels compute in.
-func putF(dt gpu.DType, b []byte, i int, v float64) {
-	switch dt {
-	case gpu.Float32:
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
-	case gpu.Float64:
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
-	case gpu.Float16:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(half.F16(float32(v))))
-	case gpu.BFloat16:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(half.BF16(float32(v))))
-	default:
-		panic("putF: " + dt.String())
-	}
-}
 
 // getI reads element i of b (integer dtype dt) as an exact big.Int.
 func getI(dt gpu.DType, b []byte, i int) *big.Int {
@@ -138,11 +105,11 @@ func refMany(op Op, dt gpu.DType, srcs ...[]byte) []byte {
 	n := len(out) / dt.Size()
 	for i := 0; i < n; i++ {
 		if dt.IsFloat() {
-			acc := getF(dt, srcs[0], i)
+			acc := dt.Float(srcs[0], i)
 			for _, s := range srcs[1:] {
-				acc = refF(op, dt, acc, getF(dt, s, i))
+				acc = refF(op, dt, acc, dt.Float(s, i))
 			}
-			putF(dt, out, i, acc)
+			dt.SetFloat(out, i, acc)
 			continue
 		}
 		acc := getI(dt, srcs[0], i)
@@ -177,9 +144,9 @@ func randBuf(r *rand.Rand, dt gpu.DType, n int) []byte {
 				binary.LittleEndian.PutUint64(b[8*i:], r.Uint64())
 			}
 		case 1:
-			putF(dt, b, i, [...]float64{0, math.Copysign(0, -1), 1, -1, math.Inf(1), math.Inf(-1)}[r.IntN(6)])
+			dt.SetFloat(b, i, [...]float64{0, math.Copysign(0, -1), 1, -1, math.Inf(1), math.Inf(-1)}[r.IntN(6)])
 		default:
-			putF(dt, b, i, (r.Float64()*2-1)*8)
+			dt.SetFloat(b, i, (r.Float64()*2-1)*8)
 		}
 	}
 	return b
@@ -201,7 +168,7 @@ func sameResult(t *testing.T, op Op, dt gpu.DType, got, want []byte) bool {
 			continue
 		}
 		if dt.IsFloat() {
-			g, w := getF(dt, got, i), getF(dt, want, i)
+			g, w := dt.Float(got, i), dt.Float(want, i)
 			if math.IsNaN(g) && math.IsNaN(w) {
 				continue
 			}

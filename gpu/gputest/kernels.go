@@ -102,11 +102,11 @@ func checkElems(t *testing.T, name string, dt gpu.DType, got []byte, n int, expe
 	for i := range n {
 		wi, wf := expect(i)
 		if dt.IsFloat() {
-			if g := getFloat(dt, got, i); !closeEnough(dt, g, wf) {
+			if g := dt.Float(got, i); !closeEnough(dt, g, wf) {
 				t.Errorf("%s %v: element %d = %v, want %v (tolerance %g)", name, dt, i, g, wf, tolerance(dt))
 				bad++
 			}
-		} else if g := getInt(dt, got, i); g != wi {
+		} else if g := dt.Int(got, i); g != wi {
 			t.Errorf("%s %v: element %d = %d, want %d", name, dt, i, g, wi)
 			bad++
 		}
@@ -129,7 +129,7 @@ func randomElems(rng *rand.Rand, dt gpu.DType, n int) []byte {
 		return b
 	}
 	for i := range n {
-		putFloat(dt, b, i, float64(rng.IntN(12801)-6400)/64)
+		dt.SetFloat(b, i, float64(rng.IntN(12801)-6400)/64)
 	}
 	return b
 }

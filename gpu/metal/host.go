@@ -27,35 +27,6 @@ func needsHost(c gpu.Command) bool {
 	return false
 }
 
-// putInt stores the low dt.Size() bytes of v as element i of dst.
-func putInt(dt gpu.DType, dst []byte, i int, v int64) {
-	switch dt.Size() {
-	case 1:
-		dst[i] = byte(v)
-	case 2:
-		binary.LittleEndian.PutUint16(dst[2*i:], uint16(v))
-	case 4:
-		binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
-	default:
-		binary.LittleEndian.PutUint64(dst[8*i:], uint64(v))
-	}
-}
-
-// getInt loads element i of src as a sign-extended int64 (Uint8: zero-extended).
-func getInt(dt gpu.DType, src []byte, i int) int64 {
-	switch dt {
-	case gpu.Int8:
-		return int64(int8(src[i]))
-	case gpu.Uint8:
-		return int64(src[i])
-	case gpu.Int16:
-		return int64(int16(binary.LittleEndian.Uint16(src[2*i:])))
-	case gpu.Int32:
-		return int64(int32(binary.LittleEndian.Uint32(src[4*i:])))
-	}
-	return int64(binary.LittleEndian.Uint64(src[8*i:]))
-}
-
 func getF64(b []byte, i int) float64 {
 	return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 }
@@ -72,7 +43,7 @@ func hostRun(c gpu.Command, dst, a, b []byte) {
 			if c.DType == gpu.Float64 {
 				putF64(dst, i, v)
 			} else {
-				putInt(c.DType, dst, i, gpu.TruncSat(v))
+				c.DType.SetInt(dst, i, gpu.TruncSat(v))
 			}
 		}
 	case gpu.Add:
@@ -85,7 +56,7 @@ func hostRun(c gpu.Command, dst, a, b []byte) {
 			if c.DType == gpu.Float64 {
 				putF64(dst, i, getF64(a, i)*f)
 			} else {
-				putInt(c.DType, dst, i, gpu.TruncSat(float64(getInt(c.DType, a, i))*f))
+				c.DType.SetInt(dst, i, gpu.TruncSat(float64(c.DType.Int(a, i))*f))
 			}
 		}
 	}
