@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/zap"
 )
 
 // Comm is the handle of a communication stream: a CPU actor that runs tasks
@@ -18,21 +17,12 @@ import (
 // the next task. Close cancels the running task's context, fails the tasks
 // still queued with ErrClosed, and stops the actor.
 type Comm struct {
-	name string
-	sys  *actor.ActorSystem
-	pid  *actor.PID
-	log  *zap.Logger
-
-	mu     sync.Mutex
-	closed bool
-
+	host
 	ctx       context.Context // canceled when the stream closes
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	closeErr  error
 	ran       atomic.Uint64
-	disp      *ownDispatcher
-	stopped   chan struct{} // closed when the actor has stopped
 }
 
 // Task is a unit of CPU work on a Comm. Run gets a context that is canceled
@@ -69,23 +59,13 @@ func NewComm(rt Runtime, name string) (*Comm, error) {
 	if rt == nil {
 		return nil, errors.New("streams: new comm stream: nil runtime")
 	}
-	c := &Comm{
-		name:    fmt.Sprintf("comm-%s-%d", name, commStreamCount.Add(1)),
-		sys:     rt.ActorSystem(),
-		log:     rt.Logger(),
-		disp:    newOwnDispatcher(),
-		stopped: make(chan struct{}),
-	}
+	c := &Comm{}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	props := actor.PropsFromProducer(func() actor.Actor { return (*commActor)(c) },
-		actor.WithGuardian(panicStrategy{log: c.log}), actor.WithDispatcher(c.disp))
-	pid, err := c.sys.Root.SpawnNamed(props, c.name)
-	if err != nil {
+	name = fmt.Sprintf("comm-%s-%d", name, commStreamCount.Add(1))
+	if err := c.spawn(rt, name, func() actor.Actor { return (*commActor)(c) }); err != nil {
 		c.cancel()
-		c.disp.stop()
-		return nil, fmt.Errorf("streams: spawn %s: %w", c.name, err)
+		return nil, err
 	}
-	c.pid = pid
 	if err := rt.Adopt(c.name, c); err != nil {
 		_ = c.Close(context.Background())
 		return nil, fmt.Errorf("streams: new comm stream: %w", err)
@@ -107,10 +87,9 @@ func (c *Comm) Submit(t Task) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return fmt.Errorf("streams: %s: submit %q: %w", c.name, t.Name, ErrClosed)
+	if err := c.postLocked(&commTask{Task: t}); err != nil {
+		return fmt.Errorf("streams: %s: submit %q: %w", c.name, t.Name, err)
 	}
-	c.sys.Root.Send(c.pid, &commTask{Task: t})
 	return nil
 }
 
@@ -118,24 +97,14 @@ func (c *Comm) Submit(t Task) error {
 // waits (bounded by ctx) until the actor has gone through its mailbox.
 func (c *Comm) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
-		ack := make(chan struct{})
-		c.mu.Lock()
-		c.closed = true
-		c.sys.Root.Send(c.pid, drained(ack))
-		c.mu.Unlock()
-		c.cancel()
-		select {
-		case <-ack:
-		case <-ctx.Done():
-			c.closeErr = fmt.Errorf("streams: close %s: %w", c.name, ctx.Err())
+		c.cancel() // the running task returns; queued ones fail with ErrClosed
+		err := c.drain(ctx)
+		if serr := c.stop(ctx); err == nil {
+			err = serr
 		}
-		c.sys.Root.Stop(c.pid)
-		select {
-		case <-c.stopped:
-		case <-ctx.Done():
-			c.closeErr = fmt.Errorf("streams: close %s: stop actor: %w", c.name, ctx.Err())
+		if err != nil {
+			c.closeErr = fmt.Errorf("streams: close %s: %w", c.name, err)
 		}
-		c.disp.stop()
 	})
 	return c.closeErr
 }

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/gpu"
 )
@@ -22,16 +21,11 @@ const maxBatch = 512
 // in which their Enqueue calls returned (R12). Close drains and stops the
 // actor, then closes the queue; afterwards Enqueue returns ErrClosed.
 type GPU struct {
-	name string
-	dev  gpu.Device
-	q    gpu.Queue
-	sys  *actor.ActorSystem
-	pid  *actor.PID
-	log  *zap.Logger
+	host
+	dev gpu.Device
+	q   gpu.Queue
 
-	mu      sync.Mutex // orders sequence numbers with mailbox posts
-	nextSeq uint64
-	closed  bool
+	nextSeq uint64 // under host.mu, so sequence numbers follow mailbox order
 
 	completed atomic.Uint64                 // highest sequence number completed
 	progress  atomic.Pointer[chan struct{}] // closed and replaced at each completion
@@ -41,8 +35,6 @@ type GPU struct {
 
 	batchMu sync.Mutex // guards pending (filled in Receive, flushed at mailbox empty)
 	pending []*encode
-	disp    *ownDispatcher
-	stopped chan struct{} // closed when the actor has stopped
 }
 
 // encode is the actor message carrying one caller's commands.
@@ -70,28 +62,15 @@ func NewGPU(rt Runtime, dev gpu.Device) (*GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("streams: new gpu stream: %w", err)
 	}
-	s := &GPU{
-		name:    fmt.Sprintf("gpu-%s-%d", dev.Properties().Backend, gpuStreamCount.Add(1)),
-		dev:     dev,
-		q:       q,
-		sys:     rt.ActorSystem(),
-		log:     rt.Logger(),
-		dead:    make(chan struct{}),
-		disp:    newOwnDispatcher(),
-		stopped: make(chan struct{}),
-	}
+	s := &GPU{dev: dev, q: q, dead: make(chan struct{})}
 	ch := make(chan struct{})
 	s.progress.Store(&ch)
-	props := actor.PropsFromProducer(func() actor.Actor { return (*gpuActor)(s) },
-		actor.WithMailbox(actor.Unbounded(flusher{s})),
-		actor.WithGuardian(panicStrategy{log: s.log}), actor.WithDispatcher(s.disp))
-	pid, err := s.sys.Root.SpawnNamed(props, s.name)
-	if err != nil {
-		s.disp.stop()
+	name := fmt.Sprintf("gpu-%s-%d", dev.Properties().Backend, gpuStreamCount.Add(1))
+	if err := s.spawn(rt, name, func() actor.Actor { return (*gpuActor)(s) },
+		actor.WithMailbox(actor.Unbounded(flusher{s}))); err != nil {
 		_ = q.Close(context.Background())
-		return nil, fmt.Errorf("streams: spawn %s: %w", s.name, err)
+		return nil, err
 	}
-	s.pid = pid
 	if err := rt.Adopt(s.name, s); err != nil {
 		_ = s.Close(context.Background())
 		return nil, fmt.Errorf("streams: new gpu stream: %w", err)
@@ -115,14 +94,12 @@ func (s *GPU) Enqueue(cmds []gpu.Command, done func(error)) (Event, error) {
 		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, err)
 	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, ErrClosed)
+	defer s.mu.Unlock()
+	m := &encode{cmds: cmds, done: done, seq: s.nextSeq + 1}
+	if err := s.postLocked(m); err != nil {
+		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, err)
 	}
 	s.nextSeq++
-	m := &encode{cmds: cmds, done: done, seq: s.nextSeq}
-	s.sys.Root.Send(s.pid, m)
-	s.mu.Unlock()
 	return Event{s: s, seq: m.seq}, nil
 }
 
@@ -138,24 +115,13 @@ func (s *GPU) Last() Event {
 // complete with errors; waiters on unfinished events get ErrClosed.
 func (s *GPU) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		ack := make(chan struct{})
-		s.mu.Lock()
-		s.closed = true
-		s.sys.Root.Send(s.pid, drained(ack)) // the last message: after every encode
-		s.mu.Unlock()
 		var errs []error
-		select {
-		case <-ack:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("drain actor: %w", ctx.Err()))
+		if err := s.drain(ctx); err != nil {
+			errs = append(errs, err)
 		}
-		s.sys.Root.Stop(s.pid)
-		select {
-		case <-s.stopped:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("stop actor: %w", ctx.Err()))
+		if err := s.stop(ctx); err != nil {
+			errs = append(errs, err)
 		}
-		s.disp.stop()
 		s.flush() // anything the actor gathered but had not submitted
 		if err := s.q.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close queue: %w", err))
@@ -167,10 +133,6 @@ func (s *GPU) Close(ctx context.Context) error {
 	})
 	return s.closeErr
 }
-
-// drained is the last message a closing GPU stream sends itself; the actor
-// flushes and closes the channel.
-type drained chan struct{}
 
 // complete records that everything up to seq has completed and wakes waiters.
 func (s *GPU) complete(seq uint64) {
