@@ -148,7 +148,7 @@ func (c *runCmd) Run(log *zap.Logger) error {
 	nbytes := float64(elems * dt.Size())
 	busFactor := 2 * float64(c.Ranks-1) / float64(c.Ranks)
 	printSummary(os.Stdout, []summaryRow{
-		{"allreduce(sum)", allreduce, nbytes, busFactor},
+		{"fill+allreduce(sum)", allreduce, nbytes, busFactor},
 		{"scale", scale, 0, 0},
 		{"step", step, 0, 0},
 	})
