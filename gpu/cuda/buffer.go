@@ -12,8 +12,8 @@ import (
 // buffer is a gpu.Buffer. DeviceMem lives in device memory (cuMemAlloc_v2)
 // and has no CPU view; HostMem lives in pinned, portable, device-mapped
 // host memory (cuMemHostAlloc with PORTABLE|DEVICEMAP), which the CPU
-// reaches through Bytes and the GPU through its unified address. Both are
-// zero-filled by Alloc. dptr is the address GPU commands use (0 for an
+// reaches through Bytes and the GPU through its unified address. HostMem
+// is zero-filled by Alloc; DeviceMem contents are undefined. dptr is the address GPU commands use (0 for an
 // empty buffer). Free is idempotent and deferred by the lease until no
 // queued command names the buffer; the memory then goes back on the
 // device's reaper thread, so Free never blocks on the GPU.
@@ -187,9 +187,8 @@ func (d *Device) takeHostBlock(class int) (hostBlock, bool) {
 	return blk, true
 }
 
-// releaseBuffer gives b's memory back once no command names it: device
-// memory through the reaper thread (cuMemFreeAsync), host memory into the
-// cache. A buffer that Device.Close already took over is left to it.
+// releaseBuffer gives b's memory back once no command names it: into the
+// device or host block cache. A buffer that Device.Close already took over is left to it.
 func (d *Device) releaseBuffer(b *buffer) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -29,11 +29,9 @@ type Device struct {
 	ctx   cuContext
 	props gpu.Properties
 
-	main       *driverThread
-	zeroStream cuStream // private stream: allocation, zero-fill, stream-ordered frees
-	pools      bool     // the device supports cuMemAllocAsync (memory pools)
-	kern       *kernels
-	words      wordPool
+	main  *driverThread
+	kern  *kernels
+	words wordPool
 
 	reaperDone <-chan struct{}
 	reaperWake chan struct{}
@@ -118,8 +116,8 @@ func (d *Device) describe() error {
 		}
 		return v, nil
 	}
-	var vals [5]int32
-	for i, id := range []int32{attrComputeCapMajor, attrComputeCapMinor, attrUnifiedAddressing, attrCanMapHostMemory, attrMemoryPools} {
+	var vals [4]int32
+	for i, id := range []int32{attrComputeCapMajor, attrComputeCapMinor, attrUnifiedAddressing, attrCanMapHostMemory} {
 		v, err := attr(id)
 		if err != nil {
 			return err
@@ -129,7 +127,6 @@ func (d *Device) describe() error {
 	if vals[2] == 0 || vals[3] == 0 {
 		return unavailablef("cuda: device %d lacks unified addressing (%d) or host-memory mapping (%d)", d.opts.Ordinal, vals[2], vals[3])
 	}
-	d.pools = vals[4] != 0
 	if i := strings.IndexByte(string(name), 0); i >= 0 {
 		name = name[:i]
 	}
@@ -152,11 +149,6 @@ func (d *Device) start(ptx []byte) error {
 	if d.reaperDone, err = startLoop(a, d.ctx, d.reap); err != nil {
 		d.reaperDone = nil
 		return fmt.Errorf("cuda: reaper thread: %w", err)
-	}
-	if err := do(d.main, func() error {
-		return a.errorf("cuStreamCreate", a.cuStreamCreate(&d.zeroStream, streamNonBlocking))
-	}); err != nil {
-		return fmt.Errorf("cuda: zero-fill stream: %w", err)
 	}
 	d.kern, err = call(d.main, func() (*kernels, error) { return loadKernels(a, ptx) })
 	return err
@@ -336,10 +328,6 @@ func (d *Device) teardown() {
 		do(d.main, func() error {
 			if d.kern != nil {
 				a.cuModuleUnload(d.kern.module)
-			}
-			if d.zeroStream != 0 {
-				a.cuStreamSynchronize(d.zeroStream) // stream-ordered frees
-				a.cuStreamDestroy(d.zeroStream)
 			}
 			return nil
 		})

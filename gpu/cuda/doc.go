@@ -27,17 +27,20 @@
 //
 // DeviceMem is device memory (Bytes is nil); HostMem is pinned, portable,
 // device-mapped host memory (cuMemHostAlloc PORTABLE|DEVICEMAP) whose
-// Bytes is the slice over the host pointer. Both are zero-filled by Alloc.
-// Copy commands are cuMemcpyAsync with unified addresses on the queue's
-// stream, ordered with everything else. Free is deferred until no queued
-// command names the buffer (R9) and never synchronizes: cuMemFree waits
-// for the whole context, and while it waits every other allocation blocks
+// Bytes is the slice over the host pointer. HostMem is zero-filled by
+// Alloc; DeviceMem is not cleared (the gpu contract leaves it undefined):
+// clearing needs GPU work, and an allocation must never wait for GPU work,
+// which can sit behind a fence wait (streams share the device's hardware
+// queues; on the H200 a 3x3-rank test deadlocked in such a memset). Copy
+// commands are cuMemcpyAsync with unified addresses on the queue's stream,
+// ordered with everything else. Free is deferred until no queued command
+// names the buffer (R9) and never reaches the driver: cuMemFree waits for
+// the whole context, and while it waits every other allocation blocks
 // (measured on the H200: with a stream blocked on a fence wait, the next
 // Alloc after a Free stalled until the fence was released). So device
-// memory comes from the stream-ordered allocator (cuMemAllocAsync and
-// cuMemFreeAsync on a private stream; cuMemAlloc_v2 where the device has
-// no memory pools), and pinned host blocks are cached by power-of-two size
-// class for reuse and given back only by Device.Close.
+// blocks (cuMemAlloc_v2) and pinned host blocks are cached by power-of-two
+// size class, reused by later allocations without a hop to a driver thread,
+// and given back only by Device.Close.
 //
 // # Fence words
 //

@@ -31,11 +31,10 @@ const (
 	cudaNotReady      cuResult = 600
 	cudaErrorNoDevice cuResult = 100
 
-	attrCanMapHostMemory  = 19  // CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY
-	attrUnifiedAddressing = 41  // CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING
-	attrComputeCapMajor   = 75  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-	attrComputeCapMinor   = 76  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
-	attrMemoryPools       = 115 // CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+	attrCanMapHostMemory  = 19 // CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY
+	attrUnifiedAddressing = 41 // CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING
+	attrComputeCapMajor   = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+	attrComputeCapMinor   = 76 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 
 	streamNonBlocking = 0x1 // CU_STREAM_NON_BLOCKING
 
@@ -77,12 +76,9 @@ type api struct {
 	cuStreamSynchronize       func(s cuStream) cuResult
 	cuMemAlloc                func(p *uintptr, n uint64) cuResult
 	cuMemFree                 func(p uintptr) cuResult
-	cuMemAllocAsync           func(p *uintptr, n uint64, s cuStream) cuResult
-	cuMemFreeAsync            func(p uintptr, s cuStream) cuResult
 	cuMemHostAlloc            func(p *unsafe.Pointer, n uint64, flags uint32) cuResult
 	cuMemFreeHost             func(p unsafe.Pointer) cuResult
 	cuMemHostGetDevicePointer func(d *uintptr, p unsafe.Pointer, flags uint32) cuResult
-	cuMemsetD8Async           func(d uintptr, v uint8, n uint64, s cuStream) cuResult
 	cuMemcpyAsync             func(dst, src uintptr, n uint64, s cuStream) cuResult
 	cuStreamWaitValue32       func(s cuStream, addr uintptr, v uint32, flags uint32) cuResult
 	cuStreamWriteValue32      func(s cuStream, addr uintptr, v uint32, flags uint32) cuResult
@@ -123,12 +119,9 @@ func (a *api) symbols() []struct {
 		{&a.cuStreamSynchronize, "cuStreamSynchronize"},
 		{&a.cuMemAlloc, "cuMemAlloc_v2"},
 		{&a.cuMemFree, "cuMemFree_v2"},
-		{&a.cuMemAllocAsync, "cuMemAllocAsync"},
-		{&a.cuMemFreeAsync, "cuMemFreeAsync"},
 		{&a.cuMemHostAlloc, "cuMemHostAlloc"},
 		{&a.cuMemFreeHost, "cuMemFreeHost"},
 		{&a.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
-		{&a.cuMemsetD8Async, "cuMemsetD8Async"},
 		{&a.cuMemcpyAsync, "cuMemcpyAsync"},
 		{&a.cuStreamWaitValue32, "cuStreamWaitValue32_v2"},
 		{&a.cuStreamWriteValue32, "cuStreamWriteValue32_v2"},
