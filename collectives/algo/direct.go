@@ -56,11 +56,13 @@ func (c *coll) directAllReducePush(in, out []byte) error {
 }
 
 // directAllReduceSmall: every rank reduces the whole vector from all inputs
-// in rank order (so every rank gets bitwise the same result), then one
-// Sync. Two barriers in all, the latency variant. In place, the result goes
-// through a scratch buffer, since peers still read this rank's input.
+// in rank order (so every rank gets bitwise the same result). The latency
+// variant: one barrier (the Expose), because each rank exposes a private
+// copy of its input that peers may read for as long as they need.
 func (c *coll) directAllReduceSmall(in, out []byte) error {
-	w, err := c.matchWindow(in)
+	// Expose a private copy (the payload is small): peers may read it after
+	// this rank returns, so no closing Sync is needed, and out may alias in.
+	w, err := c.matchWindow(append([]byte(nil), in...))
 	if err != nil {
 		return err
 	}
@@ -69,22 +71,10 @@ func (c *coll) directAllReduceSmall(in, out []byte) error {
 	for p := range srcs {
 		srcs[p] = w.Buffers(p)[1]
 	}
-	dst := out
-	if overlaps(in, out) {
-		dst = make([]byte, len(out))
+	if len(out) == 0 {
+		return nil
 	}
-	if len(dst) > 0 {
-		if err := reduce.Many(c.d.Op, c.d.DType, dst, srcs...); err != nil {
-			return err
-		}
-	}
-	if err := w.Sync(c.ctx); err != nil {
-		return err
-	}
-	if !sameSlice(dst, out) {
-		copy(out, dst)
-	}
-	return nil
+	return reduce.Many(c.d.Op, c.d.DType, out, srcs...)
 }
 
 // directReduceScatter: each rank reduces its block from every rank's input
