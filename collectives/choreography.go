@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 	"weak"
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives/algo"
+	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/fence"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/streams"
@@ -17,6 +19,7 @@ import (
 // plan is one collective call, ready to be put on the streams.
 type plan struct {
 	desc     algo.Desc
+	tag      transport.Tag // the whole collective, for Abort
 	s        *streams.GPU
 	in       *array.Array // nil for Recv
 	outShape []int        // nil for Send
@@ -39,7 +42,10 @@ func (w weakOutput) Fail(err error) {
 }
 
 // launch puts a plan on the GPU stream and the rank's comm stream (R15) and
-// returns the output at once.
+// returns the output at once. A call that fails here still takes its
+// sequence number (per group, or per peer pair for send/recv) and aborts
+// that collective for the peers, so that they fail at once and later calls
+// stay matched (R18).
 func (g *Group) launch(p plan) (*array.Array, error) {
 	name := p.desc.Kind.String()
 	g.mu.Lock()
@@ -48,29 +54,31 @@ func (g *Group) launch(p plan) (*array.Array, error) {
 		return nil, fmt.Errorf("collectives: %s rank %d: %w", name, g.Rank(), ErrClosed)
 	}
 	p.desc.Group = g.id
-	if !p.p2p {
-		g.seq++
-		p.desc.Seq = g.seq
-	}
-	if err := g.check(name, &p); err != nil {
-		if !p.p2p {
-			g.t.Abort(algoTag(g.id, p.desc.Seq), err)
-		}
-		return nil, err
-	}
+	var tag transport.Tag // what an early failure aborts
 	switch {
 	case !p.p2p:
+		g.seq++
+		p.desc.Seq = g.seq
+		tag = algoTag(g.id, p.desc.Seq)
+	case p.desc.Peer < 0 || p.desc.Peer >= g.Size() || p.desc.Peer == g.Rank():
+		return nil, fmt.Errorf("collectives: %s rank %d: peer %d in a group of %d: %w",
+			name, g.Rank(), p.desc.Peer, g.Size(), ErrBadPeer)
 	case p.desc.Kind == algo.KindSend:
 		g.sendSeq[p.desc.Peer]++
 		p.desc.Seq = g.sendSeq[p.desc.Peer]
+		tag = algo.P2PTag(g.id, g.Rank(), p.desc.Peer, p.desc.Seq)
 	default:
 		g.recvSeq[p.desc.Peer]++
 		p.desc.Seq = g.recvSeq[p.desc.Peer]
+		tag = algo.P2PTag(g.id, p.desc.Peer, g.Rank(), p.desc.Seq)
 	}
-	out, err := g.choreograph(name, p)
-	if err != nil && !p.p2p {
-		// The peers are in this collective too: fail it for them at once.
-		g.t.Abort(algoTag(g.id, p.desc.Seq), err)
+	p.tag = tag
+	out, err := g.check(name, &p)
+	if err == nil {
+		out, err = g.choreograph(name, p)
+	}
+	if err != nil {
+		g.t.Abort(tag, err) // the peers are in this collective too
 	}
 	return out, err
 }
@@ -78,59 +86,78 @@ func (g *Group) launch(p plan) (*array.Array, error) {
 // check rejects what this rank can tell is wrong by itself. Errors about
 // the group as a whole (an unknown op, a root out of range, shapes that
 // differ across ranks) are found by the algorithms on every rank (R18).
-func (g *Group) check(name string, p *plan) error {
+func (g *Group) check(name string, p *plan) (*array.Array, error) {
 	if p.s == nil {
-		return fmt.Errorf("collectives: %s rank %d: nil stream: %w", name, g.Rank(), ErrBadArgument)
+		return nil, fmt.Errorf("collectives: %s rank %d: nil stream: %w", name, g.Rank(), ErrBadArgument)
 	}
 	if p.in != nil {
 		if err := p.in.Err(); err != nil {
-			return fmt.Errorf("collectives: %s rank %d: input: %w", name, g.Rank(), err)
+			return nil, fmt.Errorf("collectives: %s rank %d: input: %w", name, g.Rank(), err)
 		}
 		if p.in.Stream() != nil && p.in.Stream().Device() != p.s.Device() {
-			return fmt.Errorf("collectives: %s rank %d: input lives on another device: %w", name, g.Rank(), ErrBadArgument)
+			return nil, fmt.Errorf("collectives: %s rank %d: input lives on another device: %w", name, g.Rank(), ErrBadArgument)
 		}
 	}
 	nb := p.desc.Count * p.desc.DType.Size()
 	if g.cfg.maxBytes > 0 && nb > g.cfg.maxBytes {
-		return fmt.Errorf("collectives: %s rank %d: %d bytes, limit %d: %w", name, g.Rank(), nb, g.cfg.maxBytes, ErrTooLarge)
+		return nil, fmt.Errorf("collectives: %s rank %d: %d bytes, limit %d: %w", name, g.Rank(), nb, g.cfg.maxBytes, ErrTooLarge)
 	}
-	if p.p2p && (p.desc.Peer < 0 || p.desc.Peer >= g.Size() || p.desc.Peer == g.Rank()) {
-		return fmt.Errorf("collectives: %s rank %d: peer %d in a group of %d: %w", name, g.Rank(), p.desc.Peer, g.Size(), ErrBadPeer)
-	}
-	return nil
+	return nil, nil
 }
 
 // choreograph encodes the GPU side and queues the comm task. Where the CPU
 // cannot see device memory, the input is staged into pinned host memory
 // and the output copied back, both on the GPU stream, ordered by the same
 // fence, so the comm task only ever touches host memory.
+//
+// Lifetimes: the staging buffers are shared by the GPU stream and the comm
+// task and freed when both are done with them (a released fence lets the
+// GPU side finish while the task may still run). The fence's deadline is
+// set when the task starts; until then it allows for the tasks queued ahead
+// of it on the comm stream.
 func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	s, dev := p.s, p.s.Device()
 	visible := dev.Properties().HostVisibleDeviceMem
-	// R3: whether the input has a producer event, decided once; staging
-	// always makes one (the copy into host memory).
-	hasEvent := p.in != nil && (!visible || !p.in.Ready())
+	// R3: whether the input has a producer event, decided once. Staging
+	// always makes one (the copy into host memory), and so does donation:
+	// commands queued earlier on s may still read the input, so the task
+	// must not write into it before the stream has passed them (R12).
+	hasEvent := p.in != nil && (!visible || !p.in.Ready() || p.donate)
 	label := opLabel{name, g.id, g.Rank(), p.desc.Seq}
-	f, err := g.rt.Fences().New(dev, fence.WithTimeout(g.cfg.timeout+time.Second), fence.WithName(name),
+	queued := time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)
+	f, err := g.rt.Fences().New(dev, fence.WithTimeout(queued), fence.WithName(name),
 		fence.WithoutCleanup()) // the task's Done ends it on every path
-
 	if err != nil {
 		return nil, fmt.Errorf("collectives: %s: %w", label, err)
 	}
+	var hostIn, hostOut *shared // staging, where the CPU cannot see device memory
 	fail := func(err error) (*array.Array, error) {
 		f.Fail(err)
+		hostIn.release() // the task's shares: it will never run
+		hostOut.release()
 		return nil, fmt.Errorf("collectives: %s: %w", label, err)
 	}
 
-	var inBuf, hostIn gpu.Buffer
+	var inBuf gpu.Buffer
 	if p.in != nil {
 		inBuf = p.in.Buffer()
 		if !visible && p.in.NBytes() > 0 {
-			if hostIn, err = dev.Alloc(p.in.NBytes(), gpu.HostMem); err != nil {
+			b, err := dev.Alloc(p.in.NBytes(), gpu.HostMem)
+			if err != nil {
 				return fail(err)
 			}
-			if _, err := s.Enqueue([]gpu.Command{gpu.Copy{Dst: hostIn, Src: inBuf, Bytes: p.in.NBytes()}}, nil); err != nil {
-				_ = hostIn.Free()
+			hostIn = newShared(b)
+			hostIn.refs.Add(1) // the staging copy's share
+			in := p.in
+			_, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: b, Src: inBuf, Bytes: p.in.NBytes()}}, func(err error) {
+				if err != nil {
+					f.Fail(fmt.Errorf("stage input: %w", err))
+				}
+				hostIn.release()
+				runtime.KeepAlive(in)
+			})
+			if err != nil {
+				hostIn.release() // the copy's share: it will never run
 				return fail(err)
 			}
 		}
@@ -142,7 +169,7 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	}
 
 	var out *array.Array
-	var outBuf, hostOut gpu.Buffer
+	var outBuf gpu.Buffer
 	var outMem *array.Memory
 	if p.outShape != nil {
 		if p.donate && p.in != nil && p.in.DType() == p.outDType && p.in.NBytes() == sizeOf(p.outShape)*p.outDType.Size() {
@@ -157,22 +184,25 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		outBuf = outMem.Buffer()
 		nb := out.NBytes()
 		if !visible && nb > 0 {
-			if hostOut, err = dev.Alloc(nb, gpu.HostMem); err != nil {
+			b, err := dev.Alloc(nb, gpu.HostMem)
+			if err != nil {
 				return fail(err)
 			}
+			hostOut = newShared(b)
 		}
 		ev, err := f.WaitGPU(s, weakOutput{weak.Make(out)})
 		if err != nil {
 			return fail(err)
 		}
 		if hostOut != nil {
-			ho := hostOut
 			om := outMem
-			ev, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: outBuf, Src: hostOut, Bytes: nb}}, func(error) {
-				_ = ho.Free()
+			hostOut.refs.Add(1) // the copy-back's share
+			ev, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: outBuf, Src: hostOut.buf, Bytes: nb}}, func(error) {
+				hostOut.release()
 				runtime.KeepAlive(om) // until the copy has run
 			})
 			if err != nil {
+				hostOut.release() // the copy's share
 				return fail(err)
 			}
 		}
@@ -182,19 +212,30 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	in := p.in // the task keeps the input alive (R16), never the output
 	start := time.Now()
 	task := streams.Task{Name: name, Run: func(ctx context.Context) error {
+		f.SetTimeout(g.cfg.timeout + time.Second) // the deadline counts from now
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.timeout)
 		defer cancel()
+		// A failure before the algorithm runs aborts the collective, so
+		// the peers fail at once rather than at their deadline.
 		if hasEvent {
 			if err := f.Wait(cctx); err != nil {
+				g.t.Abort(p.tag, err)
 				return err
 			}
 		}
 		var inB, outB []byte
 		if in != nil {
-			inB = hostBytes(hostIn, inBuf, in.NBytes())
+			// R11: an input whose producer failed after launch must not
+			// be reduced or sent as if it were data.
+			if err := in.Err(); err != nil {
+				err = fmt.Errorf("input: %w", err)
+				g.t.Abort(p.tag, err)
+				return err
+			}
+			inB = hostIn.bytes(inBuf, in.NBytes())
 		}
 		if outBuf != nil {
-			outB = hostBytes(hostOut, outBuf, sizeOf(p.outShape)*p.outDType.Size())
+			outB = hostOut.bytes(outBuf, sizeOf(p.outShape)*p.outDType.Size())
 		}
 		if err := p.run(cctx, p.desc, inB, outB); err != nil {
 			return err
@@ -206,9 +247,8 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		}
 		return nil
 	}, Done: func(err error) {
-		if hostIn != nil {
-			_ = hostIn.Free()
-		}
+		hostIn.release()
+		hostOut.release()
 		if err != nil {
 			err = fmt.Errorf("collectives: %s: %w", label, err)
 			f.Fail(err)
@@ -222,19 +262,36 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		}
 	}}
 	if err := g.comm.Submit(task); err != nil {
-		if hostIn != nil {
-			_ = hostIn.Free()
-		}
 		return fail(err)
 	}
 	return out, nil
 }
 
-// hostBytes is the CPU's view of a payload: the staging buffer if there is
-// one, else the device buffer itself (host-visible backends).
-func hostBytes(staged, buf gpu.Buffer, n int) []byte {
-	if staged != nil {
-		return staged.Bytes()[:n]
+// shared is a staging buffer used by the GPU stream and the comm task: it
+// starts with the task's share, each command that uses it adds one, and the
+// last release frees it. A nil *shared is no buffer.
+type shared struct {
+	buf  gpu.Buffer
+	refs atomic.Int32
+}
+
+func newShared(b gpu.Buffer) *shared {
+	sh := &shared{buf: b}
+	sh.refs.Store(1)
+	return sh
+}
+
+func (sh *shared) release() {
+	if sh != nil && sh.refs.Add(-1) == 0 {
+		_ = sh.buf.Free()
+	}
+}
+
+// bytes is the CPU's view of a payload: the staging buffer if there is one,
+// else the device buffer itself (host-visible backends).
+func (sh *shared) bytes(buf gpu.Buffer, n int) []byte {
+	if sh != nil {
+		return sh.buf.Bytes()[:n]
 	}
 	return buf.Bytes()[:n]
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -42,8 +43,15 @@ func (g *Group) Split(color, key int) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collectives: split rank %d: %w", g.Rank(), err)
 	}
-	if err := <-done; err != nil { // bounded: the task has the group's timeout
-		return nil, fmt.Errorf("collectives: split rank %d: %w", g.Rank(), err)
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, fmt.Errorf("collectives: split rank %d: %w", g.Rank(), err)
+		}
+	case <-time.After(time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)):
+		// The task keeps its own deadline; this only bounds a stream that
+		// never runs it (closed while draining).
+		return nil, fmt.Errorf("collectives: split rank %d: %w", g.Rank(), ErrTimeout)
 	}
 	if color < 0 {
 		return nil, nil

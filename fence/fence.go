@@ -54,7 +54,7 @@ type state struct {
 	mgr      *Manager
 	pool     *pool
 	words    pair
-	deadline time.Time
+	deadline time.Time     // under mu (SetTimeout)
 	released chan struct{} // closed by release
 
 	mu         sync.Mutex
@@ -85,7 +85,19 @@ func (st *state) String() string {
 }
 
 // Deadline is when the watchdog releases the fence if nothing else has.
-func (f *Fence) Deadline() time.Time { return f.st.deadline }
+func (f *Fence) Deadline() time.Time {
+	f.st.mu.Lock()
+	defer f.st.mu.Unlock()
+	return f.st.deadline
+}
+
+// SetTimeout moves the deadline to d from now: a choreography whose task
+// waited in a queue gives the fence its full time once the task starts.
+func (f *Fence) SetTimeout(d time.Duration) {
+	f.st.mu.Lock()
+	f.st.deadline = time.Now().Add(d)
+	f.st.mu.Unlock()
+}
 
 // Released reports whether the fence has been released.
 func (f *Fence) Released() bool {

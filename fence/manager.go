@@ -134,6 +134,13 @@ func (m *Manager) New(dev gpu.Device, opts ...Option) (*Fence, error) {
 		released: make(chan struct{})}
 	m.live.Store(id, st)
 	m.nLive.Add(1)
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed { // Close ran ReleaseAll while we took the words: nobody else will release it
+		st.release(ErrClosed)
+		return nil, fmt.Errorf("fence: new: %w", ErrClosed)
+	}
 	f := &Fence{st: st}
 	if !fc.noCleanup {
 		runtime.AddCleanup(f, func(st *state) { st.release(ErrDropped) }, st)
@@ -262,9 +269,12 @@ func (a *fenceActor) Receive(c actor.Context) {
 		now := time.Now()
 		m.live.Range(func(_, v any) bool {
 			st := v.(*state)
-			if now.After(st.deadline) {
+			st.mu.Lock()
+			dl := st.deadline
+			st.mu.Unlock()
+			if now.After(dl) {
 				m.log.Warn("fence deadline passed; releasing", zap.Stringer("fence", st))
-				st.release(fmt.Errorf("%w: deadline %s passed", ErrTimeout, st.deadline.Format(time.RFC3339Nano)))
+				st.release(fmt.Errorf("%w: deadline %s passed", ErrTimeout, dl.Format(time.RFC3339Nano)))
 			}
 			return true
 		})

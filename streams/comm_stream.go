@@ -23,6 +23,7 @@ type Comm struct {
 	closeOnce sync.Once
 	closeErr  error
 	ran       atomic.Uint64
+	submitted atomic.Uint64
 }
 
 // Task is a unit of CPU work on a Comm. Run gets a context that is canceled
@@ -79,6 +80,9 @@ func (c *Comm) Name() string { return c.name }
 // Ran counts the tasks that have finished running (successfully or not).
 func (c *Comm) Ran() uint64 { return c.ran.Load() }
 
+// Pending counts the tasks submitted and not yet finished.
+func (c *Comm) Pending() int { return int(c.submitted.Load() - c.ran.Load()) }
+
 // Submit queues a task without waiting (R13). It fails with ErrClosed once
 // the stream is closing; then t.Done is not called.
 func (c *Comm) Submit(t Task) error {
@@ -90,6 +94,7 @@ func (c *Comm) Submit(t Task) error {
 	if err := c.postLocked(&commTask{Task: t}); err != nil {
 		return fmt.Errorf("streams: %s: submit %q: %w", c.name, t.Name, err)
 	}
+	c.submitted.Add(1)
 	return nil
 }
 

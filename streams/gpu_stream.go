@@ -37,18 +37,24 @@ type GPU struct {
 	pending []*encode
 }
 
-// encode is the actor message carrying one caller's commands.
+// encode is the actor message carrying one caller's commands. Its done
+// callback runs at most once, whichever path ends it.
 type encode struct {
 	cmds []gpu.Command
 	done func(error)
 	seq  uint64
+	once sync.Once
 }
 
-func (e *encode) fail(err error) {
-	if e.done != nil {
-		e.done(err)
-	}
+func (e *encode) finish(err error) {
+	e.once.Do(func() {
+		if e.done != nil {
+			e.done(err)
+		}
+	})
 }
+
+func (e *encode) fail(err error) { e.finish(err) }
 
 var gpuStreamCount atomic.Uint64
 
@@ -172,12 +178,17 @@ func (s *GPU) flushLocked() {
 	last := msgs[len(msgs)-1].seq
 	done := func(err error) {
 		for _, m := range msgs {
-			if m.done != nil {
-				m.done(err)
-			}
+			m.finish(err)
 		}
 		s.complete(last)
 	}
+	// A panic while submitting (a backend bug) must not lose the batch's
+	// callbacks: fail every message of it and carry on (R14).
+	defer func() {
+		if r := recover(); r != nil {
+			done(fmt.Errorf("streams: %s: submit: %w: %v", s.name, ErrPanic, r))
+		}
+	}()
 	if err := s.q.Submit(cmds, done); err != nil {
 		done(fmt.Errorf("streams: %s: submit: %w", s.name, err))
 	}

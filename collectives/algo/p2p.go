@@ -38,6 +38,12 @@ func Recv(ctx context.Context, t transport.Transport, d Desc, out []byte, opts .
 	return c.finish(c.p2p(out, false))
 }
 
+// P2PTag is the tag (Step aside) of the seq-th message from src to dst in
+// group: Abort of it fails that Send and its Recv.
+func P2PTag(group uint64, src, dst int, seq uint64) transport.Tag {
+	return transport.Tag{Group: group, Seq: 1<<63 | uint64(src)<<48 | uint64(dst)<<32 | seq&0xFFFFFFFF}
+}
+
 func (c *coll) p2p(buf []byte, send bool) error {
 	if c.n == 1 {
 		return agreed("group of size 1 has no peer: %w", ErrBadPeer)
@@ -52,7 +58,7 @@ func (c *coll) p2p(buf []byte, send bool) error {
 	if !send {
 		src, dst = dst, src
 	}
-	c.d.Seq = 1<<63 | uint64(src)<<48 | uint64(dst)<<32 | c.d.Seq&0xFFFFFFFF
+	c.d.Seq = P2PTag(c.d.Group, src, dst, c.d.Seq).Seq
 	// Local errors from here on abort the pair's tag, waking the partner.
 	if !c.d.DType.Valid() || c.d.Count < 0 {
 		return fmt.Errorf("invalid dtype %v or count %d: %w", c.d.DType, c.d.Count, ErrBadArgument)
