@@ -77,8 +77,8 @@ func checkElems(op string, b Buffer, name string, dt DType, n int) error {
 	if n < 0 {
 		return badArg(op, "negative element count %d", n)
 	}
-	if need := n * dt.Size(); need > b.Len() {
-		return badArg(op, "%s holds %d bytes, %d %s elements need %d", name, b.Len(), n, dt, need)
+	if n > b.Len()/dt.Size() { // n*size could overflow
+		return badArg(op, "%s holds %d bytes, too few for %d %s elements", name, b.Len(), n, dt)
 	}
 	return nil
 }
@@ -97,7 +97,7 @@ func (c Copy) Validate() error {
 	if c.Bytes < 0 || c.DstOff < 0 || c.SrcOff < 0 {
 		return badArg("copy", "negative size or offset")
 	}
-	if c.SrcOff+c.Bytes > c.Src.Len() || c.DstOff+c.Bytes > c.Dst.Len() {
+	if c.SrcOff > c.Src.Len() || c.Bytes > c.Src.Len()-c.SrcOff || c.DstOff > c.Dst.Len() || c.Bytes > c.Dst.Len()-c.DstOff {
 		return badArg("copy", "range [%d,+%d) -> [%d,+%d) outside buffers of %d and %d bytes",
 			c.SrcOff, c.Bytes, c.DstOff, c.Bytes, c.Src.Len(), c.Dst.Len())
 	}

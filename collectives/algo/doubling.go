@@ -61,9 +61,19 @@ func (c *coll) doubling(dt gpu.DType, buf []byte) error {
 		if err := c.exchange(c.ctx, stepDouble+uint32(k), peer, buf, peer, scratch); err != nil {
 			return err
 		}
-		if err := reduce.Into(c.d.Op, dt, buf, scratch); err != nil {
+		// Both partners compute lower op upper, in that order: floats are
+		// not bitwise commutative (Min/Max of +0 and -0, NaN payloads), and
+		// every rank must get the same bits.
+		if nr&mask == 0 {
+			if err := reduce.Into(c.d.Op, dt, buf, scratch); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := reduce.Into(c.d.Op, dt, scratch, buf); err != nil {
 			return err
 		}
+		copy(buf, scratch)
 	}
 	if r < 2*rem {
 		return c.t.Send(c.ctx, r-1, c.tag(stepFoldOut), buf)

@@ -64,7 +64,8 @@ func (d *Device) NewQueue() (gpu.Queue, error) {
 	return q, nil
 }
 
-// Alloc implements gpu.Device: a zero-filled, 64-byte aligned buffer.
+// Alloc implements gpu.Device: a 64-byte aligned buffer; HostMem is
+// zero-filled, DeviceMem may hold a reused block's old contents.
 func (d *Device) Alloc(n int, kind gpu.MemKind) (gpu.Buffer, error) {
 	if n < 0 {
 		return nil, errBadf("alloc: negative size %d", n)

@@ -127,8 +127,14 @@ func (q *queue) exec(cmds []gpu.Command) error {
 	return nil
 }
 
-// exec1 runs one command that checkOwned accepted.
-func (q *queue) exec1(i int, c gpu.Command) error {
+// exec1 runs one command that checkOwned accepted. A panic in a kernel (a
+// bug the validation missed) fails the command instead of the process.
+func (q *queue) exec1(i int, c gpu.Command) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kernel panicked: %v: %w", r, gpu.ErrBadArgument)
+		}
+	}()
 	switch c := c.(type) {
 	case gpu.Fill:
 		dst, err := live(c.Dst, "dst")
