@@ -12,8 +12,10 @@ import (
 
 // HostBytes waits for a (bounded by ctx) and returns its contents as bytes
 // the CPU can read: the buffer itself where the CPU sees device memory, or a
-// copy staged through pinned host memory on a's stream. The slice must not
-// be written; it aliases the array on host-visible backends.
+// copy staged through pinned host memory on a's stream. On host-visible
+// backends the slice aliases the array: it must not be written, and it is
+// valid only while a is reachable (keep a alive with runtime.KeepAlive
+// until you are done with the bytes: a collected array's memory is reused).
 func HostBytes(ctx context.Context, a *Array) ([]byte, error) {
 	if a == nil {
 		return nil, fmt.Errorf("array: read: nil array: %w", gpu.ErrBadArgument)
