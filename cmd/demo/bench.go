@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -136,25 +135,18 @@ func (c *benchCmd) measure(w *world, op string, dt gpu.DType, count int) (result
 			freeAll(outs)
 		}
 	}
-	// One op on every rank; returns each rank's output.
+	// One op on every rank; returns each rank's output. Every op returns at
+	// once (the work happens on the ranks' streams), so one goroutine can
+	// start it on all ranks.
 	once := func() ([]*array.Array, error) {
 		outs := make([]*array.Array, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
 		for r := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				outs[r], errs[r] = runOp(w, op, r, inputs[r], count, dt)
-				if inplace && errs[r] == nil {
-					inputs[r] = outs[r] // the next op donates the result again
-				}
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
+			var err error
+			if outs[r], err = runOp(w, op, r, inputs[r], count, dt); err != nil {
 				return nil, err
+			}
+			if inplace {
+				inputs[r] = outs[r] // the next op donates the result again
 			}
 		}
 		return outs, nil
