@@ -33,7 +33,7 @@ func BenchmarkFloat32Sum(b *testing.B) {
 		b.Run(sz.name+"/purego", func(b *testing.B) {
 			b.SetBytes(int64(sz.bytes))
 			for b.Loop() {
-				float32IntoGo(Sum, dst, src)
+				intoGo(Sum, dst, src)
 			}
 		})
 		b.Run(sz.name+"/memcpy", func(b *testing.B) {

@@ -54,7 +54,7 @@ var active = func() *kernelSet {
 // float32Into is the kernel behind Float32Into; len(src) == len(dst).
 func float32Into(op Op, dst, src []float32) {
 	if active == nil || len(dst) == 0 {
-		float32IntoGo(op, dst, src)
+		intoGo(op, dst, src)
 		return
 	}
 	active.f32[op](unsafe.SliceData(dst), unsafe.SliceData(src), len(dst))
@@ -63,7 +63,7 @@ func float32Into(op Op, dst, src []float32) {
 // float64Into is the kernel behind Float64Into; len(src) == len(dst).
 func float64Into(op Op, dst, src []float64) {
 	if active == nil || len(dst) == 0 {
-		float64IntoGo(op, dst, src)
+		intoGo(op, dst, src)
 		return
 	}
 	active.f64[op](unsafe.SliceData(dst), unsafe.SliceData(src), len(dst))

@@ -42,12 +42,12 @@ func TestAsmMatchesGo(t *testing.T) {
 							sz := dt.Size()
 							lo, hi := shift*sz, (shift+n)*sz
 							if dt == gpu.Float32 {
-								float32IntoGo(op, asF32(want[lo:hi]), asF32(src[lo:hi]))
+								intoGo(op, asF32(want[lo:hi]), asF32(src[lo:hi]))
 								if n > 0 {
 									k.f32[op](&asF32(dst)[shift], &asF32(src)[shift], n)
 								}
 							} else {
-								float64IntoGo(op, asF64(want[lo:hi]), asF64(src[lo:hi]))
+								intoGo(op, asF64(want[lo:hi]), asF64(src[lo:hi]))
 								if n > 0 {
 									k.f64[op](&asF64(dst)[shift], &asF64(src)[shift], n)
 								}

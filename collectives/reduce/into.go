@@ -43,14 +43,14 @@ func intoBytes(op Op, dt gpu.DType, dst, src []byte) {
 	case gpu.Float16, gpu.BFloat16:
 		manyHalf(op, dt, dst, [][]byte{dst, src})
 	case gpu.Int8:
-		applyBytes(op, dst, src, intIntoGo[int8])
+		applyBytes(op, dst, src, intoGo[int8])
 	case gpu.Int16:
-		applyBytes(op, dst, src, intIntoGo[int16])
+		applyBytes(op, dst, src, intoGo[int16])
 	case gpu.Int32:
-		applyBytes(op, dst, src, intIntoGo[int32])
+		applyBytes(op, dst, src, intoGo[int32])
 	case gpu.Int64:
-		applyBytes(op, dst, src, intIntoGo[int64])
+		applyBytes(op, dst, src, intoGo[int64])
 	case gpu.Uint8:
-		applyBytes(op, dst, src, intIntoGo[uint8])
+		applyBytes(op, dst, src, intoGo[uint8])
 	}
 }
