@@ -46,6 +46,22 @@ func bounded(t *testing.T, d time.Duration) context.Context {
 	return c
 }
 
+// guarded returns an output that f's GPU-side wait on r.s guards: it is
+// ready once the stream has passed the wait.
+func guarded(t *testing.T, r *rig, f *fence.Fence) *array.Array {
+	t.Helper()
+	out, err := array.New(r.s, []int{4}, array.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := f.WaitGPU(r.s, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.SetEvent(ev)
+	return out
+}
+
 // blocker holds stream s until the returned func is called.
 func blocker(t *testing.T, r *rig) func() {
 	t.Helper()
@@ -189,12 +205,7 @@ func TestR4OneOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := array.New(r.s, []int{4}, array.Float32)
-	ev, err := f.WaitGPU(r.s, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.SetEvent(ev)
+	out := guarded(t, r, f)
 	after, err := array.Scale(r.s, out, 1) // queued behind the wait
 	if err != nil {
 		t.Fatal(err)
@@ -398,12 +409,7 @@ func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := array.New(r.s, []int{4}, array.Float32)
-	ev, err := f.WaitGPU(r.s, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.SetEvent(ev)
+	out := guarded(t, r, f)
 	next, err := array.Full(r.s, []int{2}, array.Int32, 7) // the queue must go on
 	if err != nil {
 		t.Fatal(err)
@@ -428,12 +434,7 @@ func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 func TestNormalReleaseBeforeUpdateFailsOutput(t *testing.T) {
 	r := newRig(t)
 	f, _ := r.rt.Fences().New(r.dev)
-	out, _ := array.New(r.s, []int{4}, array.Float32)
-	ev, err := f.WaitGPU(r.s, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.SetEvent(ev)
+	out := guarded(t, r, f)
 	f.Release() // the comm side never updated: the output must not look valid
 	if _, err := array.ToSlice[float32](bounded(t, 5*time.Second), out); !errors.Is(err, fence.ErrReleased) {
 		t.Fatalf("output of a fence released before its update: %v", err)
