@@ -9,30 +9,35 @@ import (
 // Polling budget shared by every place that watches a word in host-mapped
 // memory for the GPU (a CPU fence wait, a queue's completion poller). A
 // GPU->CPU store lands in a few microseconds, so watchers first spin
-// (spinFor, yielding the processor every spinYieldEvery polls unless the
-// watcher is a locked driver thread), then sleep in steps that double from
-// minSleep up to maxSleep. The GPU cannot wake a Go goroutine without cgo
+// (spinFor), then sleep in steps that double from minSleep up to maxSleep.
+// For the first spinAlone of the spin a watcher keeps its processor; after
+// that it yields it every spinYieldEvery polls (no watcher is a locked
+// driver thread, where runtime.Gosched would hand the thread off).
+// Yielding at once would hand the processor to whatever the watcher just
+// woke (a fence update kicks the queues' pollers, which the
+// runtime queues to run next on the updater's processor) and put the
+// watcher at the back of the run queue, microseconds before the GPU's
+// store lands; spinning alone first lets an idle processor take the woken
+// goroutine instead. The GPU cannot wake a Go goroutine without cgo
 // callbacks, so polling is the mechanism; the sleeps bound its CPU cost
 // when a wait is long.
 const (
 	spinFor        = 50 * time.Microsecond
+	spinAlone      = 10 * time.Microsecond
 	spinYieldEvery = 64
 	minSleep       = 4 * time.Microsecond
 	maxSleep       = 250 * time.Microsecond
 )
 
-// backoff paces one polling loop. The zero value starts in the spin phase
-// and yields while spinning; locked must be set on a driver thread, where
-// runtime.Gosched would hand the thread off and cost a futex wake-up.
+// backoff paces one polling loop. The zero value starts in the spin phase.
 type backoff struct {
-	locked bool
-	start  time.Time
-	polls  int
-	sleep  time.Duration
+	start time.Time
+	polls int
+	sleep time.Duration
 }
 
 // reset starts a new wait (back to spinning).
-func (b *backoff) reset() { *b = backoff{locked: b.locked} }
+func (b *backoff) reset() { *b = backoff{} }
 
 // next returns how long to sleep before the next poll: 0 while spinning.
 func (b *backoff) next() time.Duration {
@@ -42,10 +47,11 @@ func (b *backoff) next() time.Duration {
 	}
 	if b.sleep == 0 {
 		if b.polls%spinYieldEvery == 0 {
-			if !b.locked {
+			spun := time.Since(b.start)
+			if spun >= spinAlone {
 				runtime.Gosched()
 			}
-			if time.Since(b.start) >= spinFor {
+			if spun >= spinFor {
 				b.sleep = minSleep
 			}
 		}

@@ -205,51 +205,61 @@ func BenchmarkLaunchSync(b *testing.B) {
 
 // BenchmarkQueueRoundTrip: the fence round trip through the backend's own
 // API: Submit [WaitValue A, WriteValue B], A.Store from the CPU, B.Wait.
+// The settled cases leave the GPU blocked in its wait for a while (untimed)
+// before the CPU's store, as a fence that guards a collective's output is.
 func BenchmarkQueueRoundTrip(b *testing.B) {
 	for _, m := range modes {
-		b.Run(m.name, func(b *testing.B) {
-			d := openDev(b, m.opts)
-			q, err := d.NewQueue()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer q.Close(context.Background())
-			wa, _ := d.NewFenceWord()
-			wb, _ := d.NewFenceWord()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			lat := make([]time.Duration, 0, b.N)
-			errs := make(chan error, 1)
-			b.ResetTimer()
-			for i := range b.N {
-				v := uint32(i + 1)
-				if err := q.Submit([]gpu.Command{gpu.WaitValue{Word: wa, Value: v}, gpu.WriteValue{Word: wb, Value: v}},
-					func(err error) {
-						if err != nil {
-							select {
-							case errs <- err:
-							default:
-							}
-						}
-					}); err != nil {
-					b.Fatal(err)
-				}
-				t0 := time.Now()
-				wa.Store(v)
-				if err := wb.Wait(ctx, v, nil); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			b.StopTimer()
-			select {
-			case err := <-errs:
-				b.Fatal(err)
-			default:
-			}
-			reportP50(b, lat)
-		})
+		b.Run(m.name, func(b *testing.B) { benchQueueRoundTrip(b, m.opts, 0) })
 	}
+	for _, settle := range []time.Duration{20 * time.Microsecond, 200 * time.Microsecond} {
+		b.Run(fmt.Sprintf("memop-settled%v", settle), func(b *testing.B) { benchQueueRoundTrip(b, Options{}, settle) })
+	}
+}
+
+func benchQueueRoundTrip(b *testing.B, opts Options, settle time.Duration) {
+	d := openDev(b, opts)
+	q, err := d.NewQueue()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close(context.Background())
+	wa, _ := d.NewFenceWord()
+	wb, _ := d.NewFenceWord()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lat := make([]time.Duration, 0, b.N)
+	errs := make(chan error, 1)
+	b.ResetTimer()
+	for i := range b.N {
+		v := uint32(i + 1)
+		if err := q.Submit([]gpu.Command{gpu.WaitValue{Word: wa, Value: v}, gpu.WriteValue{Word: wb, Value: v}},
+			func(err error) {
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}); err != nil {
+			b.Fatal(err)
+		}
+		if settle > 0 {
+			time.Sleep(settle)
+		}
+		t0 := time.Now()
+		wa.Store(v)
+		if err := wb.Wait(ctx, v, nil); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	reportP50(b, lat)
 }
 
 // BenchmarkCopy64MiB: 64 MiB device-to-host and host-to-device copies
@@ -293,5 +303,67 @@ func BenchmarkCopy64MiB(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSmallStage: what staging a tiny payload costs on the GPU, end
+// to end through Queue.Submit (p50 of submit-to-CPU-sees-the-word).
+// "in": [copy 4 B device->host, write B]; "out": [wait A, copy 4 B
+// host->device, write B] with A stored right after the submit. The copy is
+// the copy engine (cuMemcpyAsync) or a byte kernel (Scale on uint8 by 1);
+// "none" has no copy, the fence commands alone.
+func BenchmarkSmallStage(b *testing.B) {
+	const n = 4
+	for _, dir := range []string{"in", "out"} {
+		for _, how := range []string{"none", "memcpy", "kernel"} {
+			b.Run(dir+"/"+how, func(b *testing.B) {
+				d := openDev(b, Options{})
+				q, err := d.NewQueue()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer q.Close(context.Background())
+				dev, _ := d.Alloc(n, gpu.DeviceMem)
+				host, _ := d.Alloc(n, gpu.HostMem)
+				wa, _ := d.NewFenceWord()
+				wb, _ := d.NewFenceWord()
+				dst, src := gpu.Buffer(host), gpu.Buffer(dev)
+				if dir == "out" {
+					dst, src = dev, host
+				}
+				var cp []gpu.Command
+				switch how {
+				case "memcpy":
+					cp = []gpu.Command{gpu.Copy{Dst: dst, Src: src, Bytes: n}}
+				case "kernel":
+					cp = []gpu.Command{gpu.Scale{Dst: dst, Src: src, DType: gpu.Uint8, N: n, Factor: gpu.Float(1)}}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				lat := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for i := range b.N {
+					v := uint32(i + 1)
+					var cmds []gpu.Command
+					if dir == "out" {
+						cmds = append(cmds, gpu.WaitValue{Word: wa, Value: v})
+					}
+					cmds = append(append(cmds, cp...), gpu.WriteValue{Word: wb, Value: v})
+					t0 := time.Now()
+					if err := q.Submit(cmds, nil); err != nil {
+						b.Fatal(err)
+					}
+					if dir == "out" {
+						wa.Store(v)
+					}
+					if err := wb.Wait(ctx, v, nil); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(t0))
+				}
+				b.StopTimer()
+				reportP50(b, lat)
+			})
+		}
 	}
 }

@@ -70,6 +70,7 @@ type api struct {
 	cuDevicePrimaryCtxRetain  func(ctx *cuContext, dev cuDevice) cuResult
 	cuDevicePrimaryCtxRelease func(dev cuDevice) cuResult
 	cuCtxSetCurrent           func(ctx cuContext) cuResult
+	cuCtxGetCurrent           func(ctx *cuContext) cuResult
 	cuStreamCreate            func(s *cuStream, flags uint32) cuResult
 	cuStreamDestroy           func(s cuStream) cuResult
 	cuStreamQuery             func(s cuStream) cuResult
@@ -113,6 +114,7 @@ func (a *api) symbols() []struct {
 		{&a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
 		{&a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
 		{&a.cuCtxSetCurrent, "cuCtxSetCurrent"},
+		{&a.cuCtxGetCurrent, "cuCtxGetCurrent"},
 		{&a.cuStreamCreate, "cuStreamCreate"},
 		{&a.cuStreamDestroy, "cuStreamDestroy_v2"},
 		{&a.cuStreamQuery, "cuStreamQuery"},

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/choreo-gpu/choreo/gpu"
@@ -21,7 +22,21 @@ func (q *queue) issueLoop() {
 			wake(q.pollerWake)
 			return
 		}
+		q.issueOnContext(b)
+	}
+}
+
+// issueOnContext issues b with the device's context current on the
+// calling goroutine's thread (see onContext). If the context cannot be
+// made current, b completes, in its turn, with that error.
+func (q *queue) issueOnContext(b *batch) {
+	err := onContext(q.dev.api, q.dev.ctx, func() error {
 		q.issueBatch(b)
+		return nil
+	})
+	if err != nil {
+		b.err = fmt.Errorf("cuda: issue: %w", err)
+		q.mark(b, 0, true)
 	}
 }
 
@@ -32,10 +47,12 @@ func (q *queue) nextBatch() *batch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for {
-		if q.aborted || (q.closing && len(q.fifo) == 0) {
+		// The issuer outlives a batch its submitter is issuing (current),
+		// so that the poller, which exits after the issuer, sees its marks.
+		if q.aborted && q.current == nil || q.closing && len(q.fifo) == 0 && q.current == nil {
 			return nil
 		}
-		if len(q.fifo) > 0 && q.nBatches < q.maxBatches {
+		if len(q.fifo) > 0 && q.current == nil && q.nBatches < q.maxBatches {
 			b := q.fifo[0]
 			q.fifo[0] = nil
 			q.fifo = q.fifo[1:]
@@ -44,7 +61,7 @@ func (q *queue) nextBatch() *batch {
 			return b
 		}
 		q.mu.Unlock()
-		spinForWake(q.issuerWake)
+		spinForWake(q.issuerWake, false)
 		<-q.issuerWake
 		q.mu.Lock()
 	}
@@ -213,22 +230,30 @@ func (q *queue) issue(c gpu.Command) (int, error) {
 	return 0, badArgf("unknown command %T", c)
 }
 
-// issuerSpin is how long the issuer polls for new work before it parks.
-// The issuer is a locked OS thread: parking it puts the thread to sleep in
-// the kernel, and waking it again cost about 14 us of a 17 us round trip on
-// the H200 host (a fence round trip whose commands arrive just after the
-// issuer went idle). A plain busy poll, without runtime.Gosched (which on a
-// locked thread only hands the thread off), keeps that wake-up off the hot
-// path at the price of one core for at most this long after each batch.
+// issuerSpin is how long an idle loop (a queue's issuer or poller, a
+// driver thread) polls for new work before it parks. Parking a locked OS
+// thread puts it to sleep in the kernel, and waking it again cost about
+// 14 us of a 17 us round trip on the H200 host; a parked goroutine that is
+// woken waits to run behind its waker. The poll costs one core for at
+// most this long after each piece of work.
 const issuerSpin = 30 * time.Microsecond
 
 // spinForWake polls ch's buffer until something is pending or issuerSpin
-// has passed; the caller then receives from ch (at once, or parked).
-func spinForWake[T any](ch chan T) {
+// has passed; the caller then receives from ch (at once, or parked). A
+// locked driver thread polls without yielding (runtime.Gosched would hand
+// its thread off); any other goroutine yields now and then, so that a
+// goroutine it woke (queued to run next on its processor) is not held
+// back by the spin.
+func spinForWake[T any](ch chan T, locked bool) {
 	start := time.Now()
 	for i := 0; len(ch) == 0; i++ {
-		if i%64 == 63 && time.Since(start) > issuerSpin {
-			return
+		if i%64 == 63 {
+			if time.Since(start) > issuerSpin {
+				return
+			}
+			if !locked {
+				runtime.Gosched()
+			}
 		}
 	}
 }

@@ -65,7 +65,8 @@ const storeMaxKernel = "choreo_store_max_u32"
 
 // kernels is the loaded module and its functions, looked up once at Open
 // so that a PTX lacking a kernel fails there and not in the middle of a
-// batch. Launches are safe from any driver thread.
+// batch. Launches are safe wherever the context is current (a driver
+// thread, onContext).
 type kernels struct {
 	module   cuModule
 	fn       map[string]cuFunc // "fill_f32" ... and storeMaxKernel

@@ -13,7 +13,7 @@ const queryEvery = time.Millisecond
 // completes their batches in order. It exits once the issuer has exited
 // and nothing is in flight, or when Close gave up draining.
 func (q *queue) pollLoop() {
-	bo := backoff{locked: true}
+	var bo backoff
 	var slept time.Duration
 	var timer *time.Timer
 	for {
@@ -28,6 +28,7 @@ func (q *queue) pollLoop() {
 			if gone {
 				return
 			}
+			spinForWake(q.pollerWake, false) // the next batch is often microseconds away
 			<-q.pollerWake
 			bo.reset()
 			continue
@@ -87,7 +88,10 @@ func (q *queue) pollLoop() {
 // in-flight batch completes with that error, and so does every later one.
 func (q *queue) checkStream() {
 	a := q.dev.api
-	r := a.cuStreamQuery(q.stream)
+	r := cudaSuccess
+	if err := onContext(a, q.dev.ctx, func() error { r = a.cuStreamQuery(q.stream); return nil }); err != nil {
+		return // no context on this thread: ask again at the next look
+	}
 	if r == cudaSuccess || r == cudaNotReady {
 		return
 	}

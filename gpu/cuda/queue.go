@@ -13,16 +13,18 @@ import (
 
 // queue is a gpu.Queue on one non-blocking CUDA stream.
 //
-// Submit validates a batch, takes a lease on every buffer and word it
-// names and appends it to the queue's FIFO; it never blocks on the GPU.
-// The issuer (a driver thread) takes batches from the FIFO in order and
-// issues their commands to the stream, keeping at most
+// Submit validates a batch and takes a lease on every buffer and word it
+// names. If the queue is idle (nothing being issued or waiting) and the
+// batch fits the budget, Submit issues it itself; otherwise it appends it
+// to the queue's FIFO. It never blocks on the GPU. The issuer goroutine
+// takes batches from the FIFO in order and issues their commands to the
+// stream (both through onContext), keeping at most
 // Options.MaxInflightBatches batches and Options.MaxInflightCommands
 // commands on the GPU; the rest wait in the FIFO. After each batch (and
 // within a long batch whenever the command budget runs out) it issues a
 // "mark": cuStreamWriteValue32 of the next sequence number into the
 // queue's completion word, a host-mapped word only this stream writes.
-// The poller (another driver thread) watches that word, spinning briefly
+// The poller (another goroutine) watches that word, spinning briefly
 // and then backing off, retires the entries whose mark the GPU passed,
 // returns their budget and calls the batches' done callbacks in order. It
 // also asks cuStreamQuery now and then, so an asynchronous kernel or
@@ -98,21 +100,9 @@ func (d *Device) newQueue() (*queue, error) {
 		comp.Free()
 		return nil, fmt.Errorf("cuda: new queue: %w", err)
 	}
-	issuerDone, err := startLoop(a, d.ctx, q.issueLoop)
-	if err != nil {
-		q.destroy()
-		return nil, fmt.Errorf("cuda: new queue: issuer thread: %w", err)
-	}
-	pollerDone, err := startLoop(a, d.ctx, q.pollLoop)
-	if err != nil {
-		q.mu.Lock()
-		q.closing, q.aborted = true, true
-		q.mu.Unlock()
-		wake(q.issuerWake)
-		<-issuerDone
-		q.destroy()
-		return nil, fmt.Errorf("cuda: new queue: poller thread: %w", err)
-	}
+	issuerDone, pollerDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(issuerDone); q.issueLoop() }()
+	go func() { defer close(pollerDone); q.pollLoop() }()
 	go func() {
 		<-issuerDone
 		<-pollerDone
@@ -179,8 +169,8 @@ func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
 		}
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closing {
+		q.mu.Unlock()
 		return closedf("submit: queue closed")
 	}
 	seen := map[resource]bool{}
@@ -192,9 +182,35 @@ func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
 			}
 		}
 	}
-	q.fifo = append(q.fifo, b)
-	wake(q.issuerWake)
+	if !q.idleFor(len(b.cmds)) {
+		q.fifo = append(q.fifo, b)
+		q.mu.Unlock()
+		wake(q.issuerWake)
+		return nil
+	}
+	// Fast path: nothing is being issued or waiting to be, and the batch
+	// fits the budget, so the caller issues it itself (no hand-off to
+	// the issuer). q.current keeps the issuer from taking a later batch
+	// until this one's last mark is issued.
+	q.nBatches++
+	q.current = b
+	q.mu.Unlock()
+	q.issueOnContext(b)
+	q.mu.Lock()
+	more := len(q.fifo) > 0 || q.closing // the issuer may be waiting to exit
+	q.mu.Unlock()
+	if more {
+		wake(q.issuerWake)
+	}
 	return nil
+}
+
+// idleFor reports, under q.mu, whether a batch of n commands can be issued
+// at once by its submitter: no batch is being issued or waiting, and the
+// batch and its mark fit the budgets (so issuing it never waits).
+func (q *queue) idleFor(n int) bool {
+	return q.current == nil && len(q.fifo) == 0 && !q.aborted && q.broken == nil &&
+		q.nBatches < q.maxBatches && q.nCmds+n+2 <= q.maxCmds
 }
 
 // resources returns the buffers and words c names, checking that they

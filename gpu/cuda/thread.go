@@ -10,11 +10,10 @@ import (
 // driverThread is a goroutine locked to one OS thread on which the
 // device's primary context was made current once (cuCtxSetCurrent). A CUDA
 // context is current per OS thread and Go moves goroutines between
-// threads, so every driver call that needs the context runs on such a
-// thread: either handed over with call (the device's "main" and "reaper"
-// threads) or as the thread's whole body (startLoop: a queue's issuer and
-// poller). The goroutine never unlocks its thread, so when it exits the
-// runtime retires the thread together with its context binding.
+// threads, so driver calls that need the context run on such a thread
+// (handed over with call: the device's "main" and "reaper" threads) or
+// inside onContext. The goroutine never unlocks its thread, so when it
+// exits the runtime retires the thread together with its context binding.
 type driverThread struct {
 	name string
 	work chan func()
@@ -37,7 +36,7 @@ func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
 		}
 		ready <- nil
 		for {
-			spinForWake(t.work) // parking a locked thread costs a kernel wake-up
+			spinForWake(t.work, true) // parking a locked thread costs a kernel wake-up
 			f, ok := <-t.work
 			if !ok {
 				return
@@ -49,6 +48,32 @@ func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// onContext runs f on the calling goroutine with its OS thread locked and
+// ctx current on that thread, for driver work that must not wait for a hop
+// to a driver thread (a queue's issuing and stream queries). A thread that
+// had another context current gets it back afterwards, so a driver thread
+// of another device that calls in is left as it was; a thread that had
+// none keeps ctx, which is harmless: every driver call of this package
+// runs on a driver thread or inside onContext, and both make their
+// context current first.
+func onContext(a *api, ctx cuContext, f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var prev cuContext
+	if err := a.errorf("cuCtxGetCurrent", a.cuCtxGetCurrent(&prev)); err != nil {
+		return err
+	}
+	if prev != ctx {
+		if err := a.errorf("cuCtxSetCurrent", a.cuCtxSetCurrent(ctx)); err != nil {
+			return err
+		}
+		if prev != 0 {
+			defer a.cuCtxSetCurrent(prev)
+		}
+	}
+	return f()
 }
 
 // startLoop runs body on a new driver thread and returns once the context
