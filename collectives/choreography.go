@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
 	"weak"
 
@@ -142,11 +141,11 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	if p.in != nil {
 		inBuf = p.in.Buffer()
 		if !visible && p.in.NBytes() > 0 {
-			b, err := dev.Alloc(p.in.NBytes(), gpu.HostMem)
+			hostIn, err = g.staging.get(dev, p.in.NBytes())
 			if err != nil {
 				return fail(err)
 			}
-			hostIn = newShared(b)
+			b := hostIn.buf
 			hostIn.refs.Add(1) // the staging copy's share
 			in := p.in
 			_, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: b, Src: inBuf, Bytes: p.in.NBytes()}}, func(err error) {
@@ -184,11 +183,10 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		outBuf = outMem.Buffer()
 		nb := out.NBytes()
 		if !visible && nb > 0 {
-			b, err := dev.Alloc(nb, gpu.HostMem)
+			hostOut, err = g.staging.get(dev, nb)
 			if err != nil {
 				return fail(err)
 			}
-			hostOut = newShared(b)
 		}
 		ev, err := f.WaitGPU(s, weakOutput{weak.Make(out)})
 		if err != nil {
@@ -265,35 +263,6 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		return fail(err)
 	}
 	return out, nil
-}
-
-// shared is a staging buffer used by the GPU stream and the comm task: it
-// starts with the task's share, each command that uses it adds one, and the
-// last release frees it. A nil *shared is no buffer.
-type shared struct {
-	buf  gpu.Buffer
-	refs atomic.Int32
-}
-
-func newShared(b gpu.Buffer) *shared {
-	sh := &shared{buf: b}
-	sh.refs.Store(1)
-	return sh
-}
-
-func (sh *shared) release() {
-	if sh != nil && sh.refs.Add(-1) == 0 {
-		_ = sh.buf.Free()
-	}
-}
-
-// bytes is the CPU's view of a payload: the staging buffer if there is one,
-// else the device buffer itself (host-visible backends).
-func (sh *shared) bytes(buf gpu.Buffer, n int) []byte {
-	if sh != nil {
-		return sh.buf.Bytes()[:n]
-	}
-	return buf.Bytes()[:n]
 }
 
 func sizeOf(shape []int) int {

@@ -35,6 +35,8 @@ type Group struct {
 	errMu  sync.Mutex
 	errs   []error // failures since the last Wait
 	splits atomic.Uint64
+
+	staging stagingPool // pinned staging buffers for later calls
 }
 
 var groupIDs atomic.Uint64
@@ -138,6 +140,7 @@ func (g *Group) Close() error {
 	if cerr := g.comm.Close(ctx); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
+	g.staging.close()
 	if err != nil {
 		return fmt.Errorf("collectives: close group %d rank %d: %w", g.id, g.Rank(), err)
 	}
