@@ -1,9 +1,9 @@
 package streams
 
 import (
-	"runtime"
 	"sync"
-	"time"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // ownDispatcher runs an actor's mailbox on one long-lived goroutine instead
@@ -23,12 +23,10 @@ type ownDispatcher struct {
 
 func newOwnDispatcher() *ownDispatcher {
 	d := &ownDispatcher{work: make(chan func(), 4), quit: make(chan struct{})}
-	spin := idleSpin()
+	budget := spin.Budget() // poll for the next drain before parking
 	go func() {
 		for {
-			if spin > 0 {
-				d.spin(spin)
-			}
+			spin.Until(budget, func() bool { return len(d.work) > 0 })
 			select {
 			case fn := <-d.work:
 				fn()
@@ -38,38 +36,6 @@ func newOwnDispatcher() *ownDispatcher {
 		}
 	}()
 	return d
-}
-
-// idleSpin is how long an idle dispatcher polls for its next drain before
-// it parks, given the processors this process may use. A drain scheduled
-// onto a parked goroutine makes the runtime queue it to run next on the
-// scheduling goroutine's processor, where it waits until that goroutine
-// yields or another processor steals it, which takes tens of microseconds
-// (measured on the H200 host: the second rank's comm task of a 2-rank
-// all-reduce started 20 us after it was queued). A dispatcher that is still
-// polling picks the drain up at once. Polling costs a processor for up to
-// idleSpin after each drain, so it is done only where processors are to
-// spare (8 or more); with fewer, a spinning dispatcher would take the
-// processor from the goroutines doing the work.
-func idleSpin() time.Duration {
-	if runtime.GOMAXPROCS(0) >= 8 {
-		return 50 * time.Microsecond
-	}
-	return 0
-}
-
-// spin polls for a scheduled drain for up to d, yielding the processor now
-// and then to goroutines this one woke.
-func (d *ownDispatcher) spin(limit time.Duration) {
-	start := time.Now()
-	for i := 1; len(d.work) == 0; i++ {
-		if i%64 == 0 {
-			if time.Since(start) > limit {
-				return
-			}
-			runtime.Gosched()
-		}
-	}
 }
 
 // Schedule implements actor.Dispatcher.

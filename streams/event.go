@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // Event marks a point on a GPU stream: it is done once every command
@@ -24,12 +26,12 @@ func (e Event) Valid() bool { return e.s != nil }
 // Done reports whether the event has completed.
 func (e Event) Done() bool { return e.s == nil || e.s.completed.Load() >= e.seq }
 
-// Wait blocks until the event completes or ctx is done. It spins briefly
-// before parking, so a completion that is microseconds away costs no
-// wake-up. Errors wrap ctx.Err() or ErrClosed when the stream closed with
+// Wait blocks until the event completes or ctx is done. It polls briefly
+// (internal/spin) and yields a few times before parking, so a completion
+// that is microseconds away costs no wake-up. Errors wrap ctx.Err() or ErrClosed when the stream closed with
 // the event unfinished.
 func (e Event) Wait(ctx context.Context) error {
-	if e.Done() {
+	if spin.Until(spin.Budget(), e.Done) {
 		return nil
 	}
 	for range 8 {

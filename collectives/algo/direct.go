@@ -2,8 +2,12 @@ package algo
 
 import (
 	"bytes"
+	"errors"
+	"runtime"
+	"sync"
 
 	"github.com/choreo-gpu/choreo/collectives/reduce"
+	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
 // The direct algorithms run over a PeerAccess window: every rank reads its
@@ -25,7 +29,11 @@ const pushChunk = 32 << 10
 // bytes plus a re-read of every result and needs a third barrier; measured
 // on 4 ranks it was never faster, so only push is kept.) In place is safe:
 // block b of every buffer is touched only by rank b, which reads a chunk of
-// all inputs before writing it.
+// all inputs before writing it. A large block is split among helper
+// goroutines, GOMAXPROCS/n per rank at most (every rank of a window runs in
+// this process); each element is reduced the same way whatever the split.
+// Measured on the H200 host (16 cores), 4 ranks, 64 MiB float32: see the
+// README's table.
 func (c *coll) directAllReducePush(in, out []byte) error {
 	w, err := c.matchWindow(in, out)
 	if err != nil {
@@ -35,6 +43,37 @@ func (c *coll) directAllReducePush(in, out []byte) error {
 	es := c.d.DType.Size()
 	lo, hi := BlockRange(c.d.Count, c.n, c.rank)
 	lo, hi = lo*es, hi*es
+	// Every rank of the window runs in this process: share its processors
+	// out, each rank's block split among helpers of its own.
+	parts := min(max(1, runtime.GOMAXPROCS(0)/c.n), (hi-lo)/minPartBytes)
+	if parts <= 1 {
+		if err := c.pushRange(w, lo, hi); err != nil {
+			return err
+		}
+		return w.Sync(c.ctx)
+	}
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	n := (hi - lo) / es
+	for i := range parts {
+		a, b := lo+n*i/parts*es, lo+n*(i+1)/parts*es
+		wg.Go(func() { errs[i] = c.pushRange(w, a, b) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return w.Sync(c.ctx)
+}
+
+// minPartBytes is the least a helper of directAllReducePush reduces: below
+// it, starting a goroutine costs more than it saves.
+const minPartBytes = 1 << 20
+
+// pushRange reduces bytes [lo, hi) of every rank's input, a chunk at a
+// time, and writes each reduced chunk into every rank's output.
+func (c *coll) pushRange(w transport.Window, lo, hi int) error {
+	es := c.d.DType.Size()
 	step := max(es, pushChunk/es*es)
 	tmp := getScratch(min(step, hi-lo))
 	defer putScratch(tmp)
@@ -52,7 +91,7 @@ func (c *coll) directAllReducePush(in, out []byte) error {
 			copy(w.Buffers(p)[2][off:end], t)
 		}
 	}
-	return w.Sync(c.ctx)
+	return nil
 }
 
 // directAllReduceSmall: every rank reduces the whole vector from all inputs

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // abortMemory is how many aborted collectives a Hub remembers.
@@ -164,6 +166,9 @@ func (l *local) xfer(ctx context.Context, send bool, peer int, tag Tag, buf []by
 	}
 	h.mu.Unlock()
 
+	// The partner is often microseconds away: poll before parking (see
+	// internal/spin).
+	spin.Until(spin.Budget(), func() bool { return len(p.done) > 0 })
 	select {
 	case e := <-p.done:
 		return e

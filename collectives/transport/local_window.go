@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // leaveBound caps how long Leave waits, after a failure, for the peers to
@@ -138,6 +140,18 @@ func (w *window) barrier(ctx context.Context, rank int) error {
 	}
 	w.mu.Unlock()
 
+	// The last rank is often microseconds away: poll before parking (see
+	// internal/spin).
+	spin.Until(spin.Budget(), func() bool {
+		select {
+		case <-ch:
+			return true
+		case <-w.failCh:
+			return true
+		default:
+			return false
+		}
+	})
 	select {
 	case <-ch:
 		return nil

@@ -92,16 +92,16 @@ func reportP50(b *testing.B, lat []time.Duration) {
 // benchRawRoundTrip: the CPU stores word A = i, the GPU (waiting for A >= i)
 // writes B = i, the CPU polls B. Wait/write pairs are enqueued 64 at a time
 // with the timer stopped, so ns/op is the round trip alone.
-func benchRawRoundTrip(b *testing.B, kernel bool) {
+func benchRawRoundTrip(b *testing.B, kernel bool, batch int, settle time.Duration) {
 	d := openDev(b, Options{})
 	r := newRawStream(b, d)
 	a := d.api
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	err := do(d.main, func() error {
-		for base := 0; base < b.N; base += 64 {
+		for base := 0; base < b.N; base += batch {
 			b.StopTimer()
-			end := min(base+64, b.N)
+			end := min(base+batch, b.N)
 			for i := base; i < end; i++ {
 				v := uint32(i + 1)
 				if err := a.errorf("cuStreamWaitValue32_v2", a.cuStreamWaitValue32(r.s, r.a.s.dptr, v, streamWaitValueGEQ)); err != nil {
@@ -117,7 +117,7 @@ func benchRawRoundTrip(b *testing.B, kernel bool) {
 					return err
 				}
 			}
-			time.Sleep(time.Millisecond) // let the enqueued work reach the GPU
+			time.Sleep(settle) // let the enqueued work reach the GPU
 			b.StartTimer()
 			for i := base; i < end; i++ {
 				v := uint32(i + 1)
@@ -138,8 +138,19 @@ func benchRawRoundTrip(b *testing.B, kernel bool) {
 	reportP50(b, lat)
 }
 
-func BenchmarkRawRoundTripMemop(b *testing.B)  { benchRawRoundTrip(b, false) }
-func BenchmarkRawRoundTripKernel(b *testing.B) { benchRawRoundTrip(b, true) }
+func BenchmarkRawRoundTripMemop(b *testing.B)  { benchRawRoundTrip(b, false, 64, time.Millisecond) }
+func BenchmarkRawRoundTripKernel(b *testing.B) { benchRawRoundTrip(b, true, 64, time.Millisecond) }
+
+// BenchmarkRawRoundTripSettled: one wait/write pair at a time, the GPU
+// left blocked in its wait for 20 us or 200 us before the CPU's store, as
+// the fence that guards a collective's output is. Measured on the H200 the
+// GPU then takes longer to notice the store than in the back-to-back
+// pipeline above.
+func BenchmarkRawRoundTripSettled(b *testing.B) {
+	for _, settle := range []time.Duration{20 * time.Microsecond, 200 * time.Microsecond} {
+		b.Run(settle.String(), func(b *testing.B) { benchRawRoundTrip(b, false, 1, settle) })
+	}
+}
 
 // BenchmarkEventSync: a stream write, cuEventRecord, cuEventSynchronize.
 func BenchmarkEventSync(b *testing.B) {

@@ -1,0 +1,52 @@
+// Package spin is how choreo's goroutines poll briefly before they park.
+//
+// A goroutine that parks (on a channel, a lock) and is woken again is
+// queued by the Go runtime to run next on its waker's processor, where it
+// waits until the waker yields or another processor steals it. On the
+// H200 host that cost tens of microseconds per hand-off (a 2-rank
+// all-reduce's second comm task started 20 us after it was queued). A
+// goroutine that is still polling when its work arrives needs no wake-up
+// at all. Polling takes a processor, so it is worth it only where
+// processors are to spare: Budget is zero below 8.
+package spin
+
+import (
+	"runtime"
+	"time"
+)
+
+// minProcs is the GOMAXPROCS from which Budget allows polling.
+const minProcs = 8
+
+// Budget returns how long a goroutine about to park should poll first: 50
+// us where GOMAXPROCS is 8 or more, else zero.
+func Budget() time.Duration {
+	if runtime.GOMAXPROCS(0) >= minProcs {
+		return 50 * time.Microsecond
+	}
+	return 0
+}
+
+// Until polls ready until it reports true or d has passed, yielding the
+// processor every 64 polls (to goroutines this one woke), and returns
+// ready's last answer. With d <= 0 it asks once.
+func Until(d time.Duration, ready func() bool) bool {
+	if ready() {
+		return true
+	}
+	if d <= 0 {
+		return false
+	}
+	start := time.Now()
+	for i := 1; ; i++ {
+		if ready() {
+			return true
+		}
+		if i%64 == 0 {
+			if time.Since(start) > d {
+				return false
+			}
+			runtime.Gosched()
+		}
+	}
+}
