@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// stagingResult is the copy floor of a staged collective, measured in this
+// run: every rank copies size bytes device->host and back host->device on
+// a queue of its own, all ranks at once (they share the GPU's link).
+type stagingResult struct {
+	t     time.Duration // best of the repetitions, all ranks done
+	busbw float64       // an all-reduce that took t would reach this
+}
+
+// measureStaging returns the floor, or ok=false on a device whose memory
+// the CPU sees (nothing is staged there).
+func measureStaging(dev gpu.Device, ranks, size int) (r stagingResult, ok bool, err error) {
+	if dev.Properties().HostVisibleDeviceMem || ranks < 1 || size < 1 {
+		return r, false, nil
+	}
+	type lane struct {
+		q         gpu.Queue
+		dev, host gpu.Buffer
+	}
+	lanes := make([]lane, ranks)
+	defer func() {
+		for _, l := range lanes {
+			if l.q != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err = errors.Join(err, l.q.Close(ctx))
+				cancel()
+			}
+			for _, b := range []gpu.Buffer{l.dev, l.host} {
+				if b != nil {
+					_ = b.Free()
+				}
+			}
+		}
+	}()
+	for i := range lanes {
+		l := &lanes[i]
+		if l.q, err = dev.NewQueue(); err != nil {
+			return r, false, fmt.Errorf("staging floor: %w", err)
+		}
+		if l.dev, err = dev.Alloc(size, gpu.DeviceMem); err != nil {
+			return r, false, fmt.Errorf("staging floor: %w", err)
+		}
+		if l.host, err = dev.Alloc(size, gpu.HostMem); err != nil {
+			return r, false, fmt.Errorf("staging floor: %w", err)
+		}
+	}
+	best := time.Duration(1<<63 - 1)
+	for range 5 {
+		done := make(chan error, ranks)
+		t0 := time.Now()
+		for _, l := range lanes {
+			cmds := []gpu.Command{gpu.Copy{Dst: l.host, Src: l.dev, Bytes: size}, gpu.Copy{Dst: l.dev, Src: l.host, Bytes: size}}
+			if err := l.q.Submit(cmds, func(err error) { done <- err }); err != nil {
+				return r, false, fmt.Errorf("staging floor: %w", err)
+			}
+		}
+		for range ranks {
+			select {
+			case err := <-done:
+				if err != nil {
+					return r, false, fmt.Errorf("staging floor: %w", err)
+				}
+			case <-time.After(time.Minute):
+				return r, false, errors.New("staging floor: copies not done within a minute")
+			}
+		}
+		best = min(best, time.Since(t0))
+	}
+	algbw := float64(size) / best.Seconds() / 1e9
+	return stagingResult{t: best, busbw: algbw * 2 * float64(ranks-1) / float64(ranks)}, true, nil
+}
