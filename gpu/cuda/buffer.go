@@ -68,6 +68,9 @@ func (b *buffer) Free() error {
 //   - pinned host blocks are cached by power-of-two size class and reused
 //     by later HostMem allocations; they go back to the driver only at
 //     Device.Close, when no stream is blocked any more.
+//   - blocks of classes up to carveMax, of either kind, are carved out of
+//     slabs (slab.go), so that small allocations almost never reach the
+//     driver.
 
 // hostClass is the size class of an n-byte pinned host block.
 func hostClass(n int) int {
@@ -128,7 +131,14 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 		// fence wait that only this allocation's caller can release.
 		class := hostClass(n)
 		p, ok := d.takeDeviceBlock(class)
-		if !ok {
+		switch {
+		case ok:
+		case carved(n):
+			var err error
+			if p, err = d.carveDevice(class); err != nil {
+				return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
+			}
+		default:
 			if err := a.errorf("cuMemAlloc_v2", a.cuMemAlloc(&p, uint64(class))); err != nil {
 				return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
 			}
@@ -137,6 +147,13 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 	default:
 		class := hostClass(n)
 		blk, ok := d.takeHostBlock(class)
+		if !ok && carved(n) {
+			var err error
+			if blk, err = d.carveHost(class); err != nil {
+				return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)
+			}
+			ok = true
+		}
 		if !ok {
 			var h unsafe.Pointer
 			if err := a.errorf("cuMemHostAlloc", a.cuMemHostAlloc(&h, uint64(class), memHostAllocPortable|memHostAllocDeviceMap)); err != nil {
@@ -213,7 +230,7 @@ func (b *buffer) freeFunc() func() {
 	d, n, kind, dptr, host := b.dev, b.n, b.kind, b.dptr, b.host
 	return func() {
 		switch {
-		case n == 0:
+		case n == 0 || carved(n): // nothing, or its slab's
 		case kind == gpu.DeviceMem:
 			d.freeDevice(dptr)
 		default:

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/choreo-gpu/choreo/gpu"
 )
@@ -45,6 +46,8 @@ type Device struct {
 	liveWords map[*word]struct{}
 	hostCache map[int][]hostBlock // free pinned host blocks by size class
 	devCache  map[int][]uintptr   // free device blocks by size class
+	devSlabs  []uintptr           // device slabs small blocks are carved from
+	hostSlabs []unsafe.Pointer    // pinned slabs small blocks are carved from
 	frees     []func()            // driver calls for the reaper
 	reaperEnd bool                // reaper: exit once frees is empty
 }
@@ -298,19 +301,29 @@ func (d *Device) teardown() {
 		d.queueFree(b.freeFunc())
 	}
 	d.live = map[*buffer]struct{}{}
-	for _, list := range d.hostCache {
+	for class, list := range d.hostCache {
 		for _, blk := range list {
-			h := blk.host
-			d.queueFree(func() { a.cuMemFreeHost(h) })
+			if h := blk.host; class > carveMax {
+				d.queueFree(func() { a.cuMemFreeHost(h) })
+			}
 		}
 	}
 	d.hostCache = map[int][]hostBlock{}
-	for _, list := range d.devCache {
+	for class, list := range d.devCache {
 		for _, p := range list {
-			d.queueFree(func() { a.cuMemFree(p) })
+			if class > carveMax {
+				d.queueFree(func() { a.cuMemFree(p) })
+			}
 		}
 	}
 	d.devCache = map[int][]uintptr{}
+	for _, h := range d.hostSlabs {
+		d.queueFree(func() { a.cuMemFreeHost(h) })
+	}
+	for _, p := range d.devSlabs {
+		d.queueFree(func() { a.cuMemFree(p) })
+	}
+	d.hostSlabs, d.devSlabs = nil, nil
 	d.words.mu.Lock()
 	for _, s := range d.words.slabs {
 		d.queueFree(func() { a.cuMemFreeHost(s) })

@@ -51,7 +51,9 @@
 // Alloc after a Free stalled until the fence was released). So device
 // blocks (cuMemAlloc_v2) and pinned host blocks are cached by power-of-two
 // size class, reused by later allocations without a hop to a driver thread,
-// and given back only by Device.Close.
+// and given back only by Device.Close; blocks up to 256 KiB are carved out
+// of 4 MiB slabs, so a cache miss for them reaches the driver once per
+// slab.
 //
 // # Fence words
 //
