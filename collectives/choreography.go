@@ -106,14 +106,24 @@ func (g *Group) check(name string, p *plan) (*array.Array, error) {
 
 // choreograph encodes the GPU side and queues the comm task. Where the CPU
 // cannot see device memory, the input is staged into pinned host memory
-// and the output copied back, both on the GPU stream, ordered by the same
+// and the output copied back, both on the GPU stream, ordered by the
 // fence, so the comm task only ever touches host memory.
+//
+// A large staged all-reduce runs as a pipeline of parts (see stagedParts):
+// the GPU stream copies part after part into host memory, raising the
+// input fence after each; the comm task reduces each part as soon as it
+// has landed and raises the output fence, whose waits hold back each
+// part's copy back. Copies in, reduction and copies out then overlap. The
+// two directions need a fence each: a fence's two sides take turns in the
+// same order, and here the GPU side updates all parts before it waits for
+// the first. A single part uses one fence for both, as every other
+// collective does.
 //
 // Lifetimes: the staging buffers are shared by the GPU stream and the comm
 // task and freed when both are done with them (a released fence lets the
-// GPU side finish while the task may still run). The fence's deadline is
-// set when the task starts; until then it allows for the tasks queued ahead
-// of it on the comm stream.
+// GPU side finish while the task may still run). The fences' deadlines are
+// set when the task starts; until then they allow for the tasks queued
+// ahead of it on the comm stream.
 func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	s, dev := p.s, p.s.Device()
 	visible := dev.Properties().HostVisibleDeviceMem
@@ -122,47 +132,80 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	// commands queued earlier on s may still read the input, so the task
 	// must not write into it before the stream has passed them (R12).
 	hasEvent := p.in != nil && (!visible || !p.in.Ready() || p.donate)
+	parts := stagedParts(p, visible)
 	label := opLabel{name, g.id, g.Rank(), p.desc.Seq}
 	queued := time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)
-	f, err := g.rt.Fences().New(dev, fence.WithTimeout(queued), fence.WithName(name),
-		fence.WithoutCleanup()) // the task's Done ends it on every path
+	newFence := func() (*fence.Fence, error) {
+		return g.rt.Fences().New(dev, fence.WithTimeout(queued), fence.WithName(name),
+			fence.WithoutCleanup()) // the task's Done ends it on every path
+	}
+	fin, err := newFence() // the input side: GPU updates, CPU waits
 	if err != nil {
 		return nil, fmt.Errorf("collectives: %s: %w", label, err)
 	}
+	fout := fin // the output side: CPU updates, GPU waits
+	if parts > 1 {
+		if fout, err = newFence(); err != nil {
+			fin.Fail(err)
+			return nil, fmt.Errorf("collectives: %s: %w", label, err)
+		}
+	}
+	fences := []*fence.Fence{fin}
+	if fout != fin {
+		fences = append(fences, fout)
+	}
+	failAll := func(err error) {
+		for _, f := range fences {
+			f.Fail(err)
+		}
+	}
 	var hostIn, hostOut *shared // staging, where the CPU cannot see device memory
 	fail := func(err error) (*array.Array, error) {
-		f.Fail(err)
+		failAll(err)
 		hostIn.release() // the task's shares: it will never run
 		hostOut.release()
 		return nil, fmt.Errorf("collectives: %s: %w", label, err)
+	}
+	// span is part i's byte range of an n-byte payload.
+	span := func(i, n int) (lo, hi int) {
+		if parts == 1 {
+			return 0, n
+		}
+		es := p.desc.DType.Size()
+		lo, hi = algo.BlockRange(p.desc.Count, parts, i)
+		return lo * es, hi * es
 	}
 
 	var inBuf gpu.Buffer
 	if p.in != nil {
 		inBuf = p.in.Buffer()
-		if !visible && p.in.NBytes() > 0 {
-			hostIn, err = g.staging.get(dev, p.in.NBytes())
-			if err != nil {
-				return fail(err)
-			}
-			b := hostIn.buf
-			hostIn.refs.Add(1) // the staging copy's share
-			in := p.in
-			_, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: b, Src: inBuf, Bytes: p.in.NBytes()}}, func(err error) {
-				if err != nil {
-					f.Fail(fmt.Errorf("stage input: %w", err))
-				}
-				hostIn.release()
-				runtime.KeepAlive(in)
-			})
-			if err != nil {
-				hostIn.release() // the copy's share: it will never run
+		staged := !visible && p.in.NBytes() > 0
+		if staged {
+			if hostIn, err = g.staging.get(dev, p.in.NBytes()); err != nil {
 				return fail(err)
 			}
 		}
-		if hasEvent {
-			if err := f.UpdateGPU(s, p.in); err != nil {
-				return fail(err)
+		in := p.in
+		for i := range parts {
+			if staged {
+				lo, hi := span(i, in.NBytes())
+				hostIn.refs.Add(1) // the staging copy's share
+				_, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: hostIn.buf, DstOff: lo, Src: inBuf, SrcOff: lo, Bytes: hi - lo}}, func(err error) {
+					if err != nil {
+						failAll(fmt.Errorf("stage input: %w", err))
+					}
+					hostIn.release()
+					runtime.KeepAlive(in)
+				})
+				if err != nil {
+					hostIn.release() // the copy's share: it will never run
+					return fail(err)
+				}
+			}
+			if hasEvent {
+				if err := fin.UpdateGPU(s, p.in); err != nil {
+					return fail(err)
+				}
 			}
 		}
 	}
@@ -183,25 +226,31 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		outBuf = outMem.Buffer()
 		nb := out.NBytes()
 		if !visible && nb > 0 {
-			hostOut, err = g.staging.get(dev, nb)
-			if err != nil {
+			if hostOut, err = g.staging.get(dev, nb); err != nil {
 				return fail(err)
 			}
 		}
-		ev, err := f.WaitGPU(s, weakOutput{weak.Make(out)})
-		if err != nil {
-			return fail(err)
-		}
-		if hostOut != nil {
-			om := outMem
-			hostOut.refs.Add(1) // the copy-back's share
-			ev, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: outBuf, Src: hostOut.buf, Bytes: nb}}, func(error) {
-				hostOut.release()
-				runtime.KeepAlive(om) // until the copy has run
-			})
-			if err != nil {
-				hostOut.release() // the copy's share
+		var ev streams.Event
+		for i := range parts {
+			var guard fence.Guarded
+			if i == 0 {
+				guard = weakOutput{weak.Make(out)} // a failed fence fails it, whichever wait
+			}
+			if ev, err = fout.WaitGPU(s, guard); err != nil {
 				return fail(err)
+			}
+			if hostOut != nil {
+				lo, hi := span(i, nb)
+				om := outMem
+				hostOut.refs.Add(1) // the copy-back's share
+				ev, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: outBuf, DstOff: lo, Src: hostOut.buf, SrcOff: lo, Bytes: hi - lo}}, func(error) {
+					hostOut.release()
+					runtime.KeepAlive(om) // until the copy has run
+				})
+				if err != nil {
+					hostOut.release() // the copy's share
+					return fail(err)
+				}
 			}
 		}
 		out.SetEvent(ev)
@@ -210,59 +259,98 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	in := p.in // the task keeps the input alive (R16), never the output
 	start := time.Now()
 	task := streams.Task{Name: name, Run: func(ctx context.Context) error {
-		f.SetTimeout(g.cfg.timeout + time.Second) // the deadline counts from now
+		for _, f := range fences {
+			f.SetTimeout(g.cfg.timeout + time.Second) // the deadline counts from now
+		}
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.timeout)
 		defer cancel()
-		// A failure before the algorithm runs aborts the collective, so
-		// the peers fail at once rather than at their deadline.
-		if hasEvent {
-			if err := f.Wait(cctx); err != nil {
-				g.t.Abort(p.tag, err)
-				return err
-			}
-		}
 		var inB, outB []byte
 		if in != nil {
-			// R11: an input whose producer failed after launch must not
-			// be reduced or sent as if it were data.
-			if err := in.Err(); err != nil {
-				err = fmt.Errorf("input: %w", err)
-				g.t.Abort(p.tag, err)
-				return err
-			}
 			inB = hostIn.bytes(inBuf, in.NBytes())
 		}
 		if outBuf != nil {
 			outB = hostOut.bytes(outBuf, sizeOf(p.outShape)*p.outDType.Size())
 		}
-		if err := p.run(cctx, p.desc, inB, outB); err != nil {
-			return err
+		for i := range parts {
+			// A failure before the algorithm runs aborts the collective,
+			// so the peers fail at once rather than at their deadline.
+			if hasEvent {
+				if err := fin.Wait(cctx); err != nil {
+					g.t.Abort(p.tag, err)
+					return err
+				}
+			}
+			// R11: an input whose producer failed after launch must not
+			// be reduced or sent as if it were data.
+			if in != nil {
+				if err := in.Err(); err != nil {
+					err = fmt.Errorf("input: %w", err)
+					g.t.Abort(p.tag, err)
+					return err
+				}
+			}
+			d, pin, pout := p.desc, inB, outB
+			if parts > 1 {
+				lo, hi := span(i, len(inB))
+				d.Part, d.Whole, d.Count = uint32(i+1), d.Count, (hi-lo)/d.DType.Size()
+				pin, pout = inB[lo:hi], outB[lo:hi]
+			}
+			if err := p.run(cctx, d, pin, pout); err != nil {
+				return err
+			}
+			if p.outShape != nil {
+				if err := fout.Update(); err != nil {
+					return err
+				}
+			}
 		}
-		if p.outShape != nil {
-			err := f.Update()
-			runtime.KeepAlive(outMem) // valid until the GPU side has its data
-			return err
-		}
+		runtime.KeepAlive(outMem) // valid until the GPU side has its data
 		return nil
 	}, Done: func(err error) {
 		hostIn.release()
 		hostOut.release()
 		if err != nil {
 			err = fmt.Errorf("collectives: %s: %w", label, err)
-			f.Fail(err)
+			failAll(err)
 			g.record(err)
 		} else {
-			f.Release()
+			for _, f := range fences {
+				f.Release()
+			}
 		}
 		if g.cfg.trace != nil {
+			var steps []fence.Step
+			for _, f := range fences {
+				steps = append(steps, f.Trace()...)
+			}
 			g.cfg.trace(TraceEvent{Op: name, Rank: g.Rank(), Seq: p.desc.Seq, HasEvent: hasEvent,
-				Steps: f.Trace(), Elapsed: time.Since(start), Err: err})
+				Steps: steps, Elapsed: time.Since(start), Err: err})
 		}
 	}}
 	if err := g.comm.Submit(task); err != nil {
 		return fail(err)
 	}
 	return out, nil
+}
+
+// pipelinePart is the payload of one part of a staged pipeline; maxParts
+// bounds how many parts one collective is split into.
+const (
+	pipelinePart = 4 << 20
+	maxParts     = 16
+)
+
+// stagedParts is how many parts a collective runs in: more than one only
+// for an all-reduce whose payload is staged (the CPU cannot see device
+// memory) and spans at least two pipelinePart, whose elements are reduced
+// independently, so a part is an all-reduce of its own. Every rank
+// computes the same number from the same payload; ranks whose payloads
+// differ fail at the first part's match (algo.Desc.Whole).
+func stagedParts(p plan, visible bool) int {
+	if visible || p.desc.Kind != algo.KindAllReduce || p.in == nil || p.outShape == nil {
+		return 1
+	}
+	return max(1, min(maxParts, p.in.NBytes()/pipelinePart, p.desc.Count))
 }
 
 func sizeOf(shape []int) int {

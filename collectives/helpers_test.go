@@ -27,7 +27,12 @@ type world struct {
 
 func newWorld(t testing.TB, n int, opts ...collectives.Option) *world {
 	t.Helper()
-	dev := testenv.Device(t)
+	return newWorldOn(t, testenv.Device(t), n, opts...)
+}
+
+// newWorldOn is newWorld on dev.
+func newWorldOn(t testing.TB, dev gpu.Device, n int, opts ...collectives.Option) *world {
+	t.Helper()
 	rt := testenv.Runtime(t)
 	opts = append([]collectives.Option{collectives.WithTimeout(10 * time.Second)}, opts...)
 	gs, err := collectives.Local(rt, n, opts...)

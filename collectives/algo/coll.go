@@ -38,7 +38,7 @@ func newColl(ctx context.Context, t transport.Transport, d Desc, kind Kind, opts
 }
 
 func (c *coll) tag(step uint32) transport.Tag {
-	return transport.Tag{Group: c.d.Group, Seq: c.d.Seq, Step: step}
+	return transport.Tag{Group: c.d.Group, Seq: c.d.Seq, Step: c.d.Part<<partShift | step}
 }
 
 // agreedError marks an error every rank reaches on its own from the matched
@@ -85,6 +85,9 @@ func (c *coll) checkBasic() error {
 	}
 	if c.d.Seq >= 1<<63 {
 		return fmt.Errorf("seq %d >= 1<<63: %w", c.d.Seq, ErrBadArgument)
+	}
+	if c.d.Part >= MaxParts || c.d.Whole < 0 {
+		return fmt.Errorf("part %d of %d elements (parts below %d): %w", c.d.Part, c.d.Whole, MaxParts, ErrBadArgument)
 	}
 	return nil
 }

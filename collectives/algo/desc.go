@@ -47,6 +47,14 @@ func (k Kind) String() string {
 //     rank's block, see BlockRange), Broadcast buf, Send in / Recv out.
 //   - Op is used by AllReduce and ReduceScatter, Root by Broadcast, Peer by
 //     Send (destination) and Recv (source); other fields are ignored.
+//   - Part numbers the pieces of a collective that runs as several
+//     calls on consecutive parts of its payload (a staged pipeline): 0 for
+//     a whole collective, 1, 2, ... for its parts, below MaxParts; Whole is
+//     then the element count of the whole payload, which every rank's
+//     match checks (so ranks that split different payloads fail with
+//     ErrShapeMismatch at the first part). Every part's messages are told
+//     apart by their tags, and an abort of the collective (Group, Seq)
+//     reaches all of them.
 type Desc struct {
 	Kind  Kind
 	Group uint64
@@ -56,7 +64,17 @@ type Desc struct {
 	Op    reduce.Op
 	Root  int
 	Peer  int
+	Part  uint32
+	Whole int
 }
+
+// MaxParts bounds Desc.Part: a part's tags take the Step bits above
+// partShift.
+const MaxParts = 1 << (32 - partShift)
+
+// partShift is where Desc.Part goes in a tag's Step; the algorithms' own
+// steps stay below it.
+const partShift = 20
 
 func (d Desc) String() string {
 	s := fmt.Sprintf("%s %s count=%d", d.Kind, d.DType, d.Count)

@@ -68,7 +68,7 @@ func (c *coll) directAllReducePush(in, out []byte) error {
 
 // minPartBytes is the least a helper of directAllReducePush reduces: below
 // it, starting a goroutine costs more than it saves.
-const minPartBytes = 1 << 20
+const minPartBytes = 256 << 10
 
 // pushRange reduces bytes [lo, hi) of every rank's input, a chunk at a
 // time, and writes each reduced chunk into every rank's output.

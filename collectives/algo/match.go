@@ -25,10 +25,12 @@ type signature struct {
 	root  int32
 	count int64
 	chunk int64
+	whole int64 // Desc.Whole: the payload a part belongs to
 }
 
 func (c *coll) signature() signature {
-	s := signature{kind: c.d.Kind, dtype: c.d.DType, count: int64(c.d.Count), alg: uint8(c.alg) << 1}
+	s := signature{kind: c.d.Kind, dtype: c.d.DType, count: int64(c.d.Count), alg: uint8(c.alg) << 1,
+		whole: int64(c.d.Whole)}
 	if c.small {
 		s.alg |= 1
 	}
@@ -53,6 +55,7 @@ func (s signature) encode() []byte {
 	binary.BigEndian.PutUint32(b[4:], uint32(s.root))
 	binary.BigEndian.PutUint64(b[8:], uint64(s.count))
 	binary.BigEndian.PutUint64(b[16:], uint64(s.chunk))
+	binary.BigEndian.PutUint64(b[24:], uint64(s.whole))
 	return b
 }
 
@@ -62,19 +65,24 @@ func decodeSig(b []byte) signature {
 		root:  int32(binary.BigEndian.Uint32(b[4:])),
 		count: int64(binary.BigEndian.Uint64(b[8:])),
 		chunk: int64(binary.BigEndian.Uint64(b[16:])),
+		whole: int64(binary.BigEndian.Uint64(b[24:])),
 	}
 }
 
 func (s signature) String() string {
-	return fmt.Sprintf("{%s %s count=%d op=%s root=%d alg=%s/%d chunk=%d}",
-		s.kind, s.dtype, s.count, s.op, s.root, Algorithm(s.alg>>1), s.alg&1, s.chunk)
+	w := ""
+	if s.whole != 0 {
+		w = fmt.Sprintf(" part of %d", s.whole)
+	}
+	return fmt.Sprintf("{%s %s count=%d%s op=%s root=%d alg=%s/%d chunk=%d}",
+		s.kind, s.dtype, s.count, w, s.op, s.root, Algorithm(s.alg>>1), s.alg&1, s.chunk)
 }
 
 // mismatch builds the error for ranks whose signatures span [lo, hi]
 // (byte order); every rank sees the same lo and hi, so the same error.
 func mismatch(lo, hi []byte) error {
 	a, b := decodeSig(lo), decodeSig(hi)
-	if a.kind == b.kind && (a.count != b.count || a.dtype != b.dtype) {
+	if a.kind == b.kind && (a.count != b.count || a.whole != b.whole || a.dtype != b.dtype) {
 		return agreed("ranks disagree: %v vs %v: %w: %w", a, b, ErrShapeMismatch, ErrMismatch)
 	}
 	return agreed("ranks disagree: %v vs %v: %w", a, b, ErrMismatch)
