@@ -9,8 +9,10 @@ import (
 )
 
 // maxFreePerClass bounds how many idle staging buffers a group keeps per
-// device and size class.
-const maxFreePerClass = 4
+// device and size class (ops issued back to back each hold two until they
+// complete). A buffer beyond it goes back to the backend, which on CUDA
+// keeps it cached too, but clears it when it hands it out again.
+const maxFreePerClass = 16
 
 // stagingPool keeps a group's pinned staging buffers (where the CPU cannot
 // see device memory) for its later calls. Every HostMem allocation is
