@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime"
 	"time"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // Polling budget shared by every place that watches a word in host-mapped
@@ -11,8 +13,8 @@ import (
 // GPU->CPU store lands in a few microseconds, so watchers first spin
 // (spinFor), then sleep in steps that double from minSleep up to maxSleep.
 // For the first spinAlone of the spin a watcher keeps its processor; after
-// that it yields it every spinYieldEvery polls (no watcher is a locked
-// driver thread, where runtime.Gosched would hand the thread off).
+// that it yields it every spin.YieldEvery (no watcher is a locked driver
+// thread, where runtime.Gosched would hand the thread off).
 // Yielding at once would hand the processor to whatever the watcher just
 // woke (a fence update kicks the queues' pollers, which the
 // runtime queues to run next on the updater's processor) and put the
@@ -24,16 +26,16 @@ import (
 const (
 	spinFor        = 50 * time.Microsecond
 	spinAlone      = 10 * time.Microsecond
-	spinYieldEvery = 64
+	spinYieldEvery = 64 // polls between two looks at the clock
 	minSleep       = 4 * time.Microsecond
 	maxSleep       = 250 * time.Microsecond
 )
 
 // backoff paces one polling loop. The zero value starts in the spin phase.
 type backoff struct {
-	start time.Time
-	polls int
-	sleep time.Duration
+	start, yielded time.Time
+	polls          int
+	sleep          time.Duration
 }
 
 // reset starts a new wait (back to spinning).
@@ -47,11 +49,12 @@ func (b *backoff) next() time.Duration {
 	}
 	if b.sleep == 0 {
 		if b.polls%spinYieldEvery == 0 {
-			spun := time.Since(b.start)
-			if spun >= spinAlone {
+			now := time.Now()
+			if now.Sub(b.start) >= spinAlone && now.Sub(b.yielded) >= spin.YieldEvery {
 				runtime.Gosched()
+				b.yielded = now
 			}
-			if spun >= spinFor {
+			if now.Sub(b.start) >= spinFor {
 				b.sleep = minSleep
 			}
 		}

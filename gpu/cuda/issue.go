@@ -4,10 +4,10 @@ package cuda
 
 import (
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // issueLoop is the issuer's body: it puts batches on the stream in
@@ -61,8 +61,7 @@ func (q *queue) nextBatch() *batch {
 			return b
 		}
 		q.mu.Unlock()
-		spinForWake(q.issuerWake, false)
-		<-q.issuerWake
+		<-q.issuerWake // no spin: Submit issues itself whenever the queue is idle
 		q.mu.Lock()
 	}
 }
@@ -241,19 +240,17 @@ const issuerSpin = 30 * time.Microsecond
 // spinForWake polls ch's buffer until something is pending or issuerSpin
 // has passed; the caller then receives from ch (at once, or parked). A
 // locked driver thread polls without yielding (runtime.Gosched would hand
-// its thread off); any other goroutine yields now and then, so that a
-// goroutine it woke (queued to run next on its processor) is not held
-// back by the spin.
+// its thread off); any other goroutine yields now and then (internal/spin),
+// so that a goroutine it woke is not held back by the spin.
 func spinForWake[T any](ch chan T, locked bool) {
+	if !locked {
+		spin.Until(issuerSpin, func() bool { return len(ch) > 0 })
+		return
+	}
 	start := time.Now()
 	for i := 0; len(ch) == 0; i++ {
-		if i%64 == 63 {
-			if time.Since(start) > issuerSpin {
-				return
-			}
-			if !locked {
-				runtime.Gosched()
-			}
+		if i%64 == 63 && time.Since(start) > issuerSpin {
+			return
 		}
 	}
 }
