@@ -40,8 +40,8 @@ type Device struct {
 	mu     sync.Mutex
 	closed bool
 	queues map[*queue]struct{}
-	// kicks holds every queue's pollerWake, for word.Store to wake them.
-	kicks     atomic.Pointer[[]chan struct{}]
+	// kicks holds every open queue, for word.Store to wake their pollers.
+	kicks     atomic.Pointer[[]*queue]
 	live      map[*buffer]struct{} // buffers whose memory is not yet given back
 	liveWords map[*word]struct{}
 	hostCache map[int][]hostBlock // free pinned host blocks by size class

@@ -109,8 +109,8 @@
 // Completions need no cgo callbacks: after each batch the issuing
 // goroutine writes the next sequence number into the queue's completion
 // word with a stream write; the poller goroutine watches that word (spin,
-// then back off; a CPU store into any fence word of the device kicks it
-// back to spinning), completes batches strictly in order, and calls
+// then back off; a CPU store into any fence word of the device wakes it
+// from a backoff sleep), completes batches strictly in order, and calls
 // cuStreamQuery every millisecond of waiting so a kernel fault or sticky
 // context error fails the unfinished batches with the driver's error.
 // Queue.Close waits for the submitted batches up to ctx; past it the queue

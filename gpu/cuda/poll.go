@@ -68,12 +68,14 @@ func (q *queue) pollLoop() {
 			} else {
 				timer.Reset(d)
 			}
+			q.pollerNaps.Store(true)
 			select {
 			case <-timer.C:
 			case <-q.pollerWake: // a CPU store: spin again
 				timer.Stop() // Go >= 1.23 timers: no stale value to drain
 				bo.reset()
 			}
+			q.pollerNaps.Store(false)
 			slept += d
 			if slept >= queryEvery {
 				slept = 0

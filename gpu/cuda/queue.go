@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/choreo-gpu/choreo/gpu"
 )
@@ -50,6 +51,7 @@ type queue struct {
 	forced      bool     // Close gave up on draining: the poller exits
 	issuerWake  chan struct{}
 	pollerWake  chan struct{}
+	pollerNaps  atomic.Bool   // the poller sleeps in its backoff (see kickPollers)
 	stopped     chan struct{} // closed when issuer and poller have both exited
 	stopOnce    sync.Once
 	destroyOnce sync.Once
@@ -116,11 +118,7 @@ func (d *Device) newQueue() (*queue, error) {
 		return nil, closedf("new queue: device closed")
 	}
 	d.queues[q] = struct{}{}
-	kicks := make([]chan struct{}, 0, len(d.queues))
-	for q := range d.queues {
-		kicks = append(kicks, q.pollerWake)
-	}
-	d.kicks.Store(&kicks)
+	d.refreshKicksLocked()
 	d.mu.Unlock()
 	return q, nil
 }
@@ -134,6 +132,7 @@ func (q *queue) destroy() {
 		q.comp.Free()
 		q.dev.mu.Lock()
 		delete(q.dev.queues, q)
+		q.dev.refreshKicksLocked()
 		q.dev.mu.Unlock()
 	})
 }
