@@ -32,8 +32,6 @@ const pushChunk = 32 << 10
 // all inputs before writing it. A large block is split among helper
 // goroutines, GOMAXPROCS/n per rank at most (every rank of a window runs in
 // this process); each element is reduced the same way whatever the split.
-// Measured on the H200 host (16 cores), 4 ranks, 64 MiB float32: see the
-// README's table.
 func (c *coll) directAllReducePush(in, out []byte) error {
 	w, err := c.matchWindow(in, out)
 	if err != nil {

@@ -173,9 +173,8 @@ func (w *word) Store(v uint32) {
 // it a poller that had backed off to long sleeps while the CPU side worked
 // (a collective) noticed the completion up to a sleep late. A poller that
 // is still spinning needs no wake-up, and waking a goroutine costs the
-// storer (measured on the H200 host: most of the 1.5 us between a fence's
-// round trip and the raw stream-memop floor). A kick that just misses a
-// poller going to sleep costs at most that sleep.
+// storer a trip through the scheduler. A kick that just misses a poller
+// going to sleep costs at most that sleep.
 func (d *Device) kickPollers() {
 	if k := d.kicks.Load(); k != nil {
 		for _, q := range *k {
