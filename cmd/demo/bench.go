@@ -199,14 +199,37 @@ func (c *benchCmd) measure(w *world, op string, dt gpu.DType, count int) (result
 	if c.Iters > 0 {
 		timed = c.Iters
 	}
-	for range warm {
-		if outs, err = once(); err != nil {
-			return result{}, err
+	// Ops issued back to back, at most window in flight (each op's output
+	// is a new array, so an unbounded batch would hold them all). The
+	// warm-up runs this way too, so that the buffers the timed batch keeps
+	// in flight (staging, outputs) exist before the clock starts.
+	const window = 2
+	batch := func(iters int) error {
+		var inflight [][]*array.Array
+		for range iters {
+			if len(inflight) == window {
+				if err := waitAll(inflight[0]); err != nil {
+					return err
+				}
+				free(inflight[0])
+				inflight = inflight[1:]
+			}
+			outs, err := once()
+			if err != nil {
+				return err
+			}
+			inflight = append(inflight, outs)
 		}
-		if err := waitAll(outs); err != nil {
-			return result{}, err
+		for _, outs := range inflight {
+			if err := waitAll(outs); err != nil {
+				return err
+			}
+			free(outs)
 		}
-		free(outs)
+		return nil
+	}
+	if err := batch(max(warm, 2*window)); err != nil {
+		return result{}, err
 	}
 	// Latency: one op at a time.
 	lat := make([]time.Duration, 0, timed)
@@ -222,37 +245,18 @@ func (c *benchCmd) measure(w *world, op string, dt gpu.DType, count int) (result
 		free(outs)
 	}
 	slices.Sort(lat)
-	// Batch: ops issued back to back, at most window in flight (each op's
-	// output is a new array, so an unbounded batch would hold them all).
-	const window = 2
+	// Batch: nccl-tests' timing.
 	t0 := time.Now()
-	var inflight [][]*array.Array
-	for range timed {
-		if len(inflight) == window {
-			if err := waitAll(inflight[0]); err != nil {
-				return result{}, err
-			}
-			free(inflight[0])
-			inflight = inflight[1:]
-		}
-		if outs, err = once(); err != nil {
-			return result{}, err
-		}
-		inflight = append(inflight, outs)
+	if err := batch(timed); err != nil {
+		return result{}, err
 	}
-	for _, outs := range inflight {
-		if err := waitAll(outs); err != nil {
-			return result{}, err
-		}
-		free(outs)
-	}
-	batch := time.Since(t0) / time.Duration(timed)
+	perOp := time.Since(t0) / time.Duration(timed)
 	bytes := float64(count * dt.Size())
 	if op == "allgather" {
 		bytes *= float64(n) // nccl-tests: the size of the gathered output
 	}
-	algbw := bytes / batch.Seconds() / 1e9
-	return result{batch: batch, p50: lat[len(lat)/2], algbw: algbw, busbw: algbw * busFactor(op, n), wrong: wrong}, nil
+	algbw := bytes / perOp.Seconds() / 1e9
+	return result{batch: perOp, p50: lat[len(lat)/2], algbw: algbw, busbw: algbw * busFactor(op, n), wrong: wrong}, nil
 }
 
 func freeAll(outs []*array.Array) {
