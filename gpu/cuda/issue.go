@@ -244,7 +244,7 @@ const issuerSpin = 30 * time.Microsecond
 // so that a goroutine it woke is not held back by the spin.
 func spinForWake[T any](ch chan T, locked bool) {
 	if !locked {
-		spin.Until(issuerSpin, func() bool { return len(ch) > 0 })
+		spin.Until(min(issuerSpin, spin.Budget()), func() bool { return len(ch) > 0 })
 		return
 	}
 	start := time.Now()

@@ -91,13 +91,14 @@ func (q *queue) pollLoop() {
 func (q *queue) checkStream() {
 	a := q.dev.api
 	r := cudaSuccess
-	if err := onContext(a, q.dev.ctx, func() error { r = a.cuStreamQuery(q.stream); return nil }); err != nil {
-		return // no context on this thread: ask again at the next look
-	}
-	if r == cudaSuccess || r == cudaNotReady {
+	err := onContext(a, q.dev.ctx, func() error { r = a.cuStreamQuery(q.stream); return nil })
+	if err == nil && (r == cudaSuccess || r == cudaNotReady) {
 		return
 	}
-	err := streamFailed(a.errorf("cuStreamQuery", r))
+	if err == nil {
+		err = a.errorf("cuStreamQuery", r)
+	}
+	err = streamFailed(err) // a context that cannot be made current fails the stream too
 	q.mu.Lock()
 	if q.broken == nil {
 		q.broken = err

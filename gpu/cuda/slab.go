@@ -33,6 +33,11 @@ func (d *Device) carveDevice(class int) (uintptr, error) {
 		return 0, fmt.Errorf("cuda: device slab for %d-byte blocks: %w", class, err)
 	}
 	d.mu.Lock()
+	if d.closed { // Close's teardown already gave the slabs back
+		d.mu.Unlock()
+		a.cuMemFree(p)
+		return 0, closedf("alloc: device closed")
+	}
 	d.devSlabs = append(d.devSlabs, p)
 	for off := class; off+class <= carveSlab; off += class {
 		d.devCache[class] = append(d.devCache[class], p+uintptr(off))
@@ -54,6 +59,11 @@ func (d *Device) carveHost(class int) (hostBlock, error) {
 		return hostBlock{}, fmt.Errorf("cuda: map pinned slab for %d-byte blocks: %w", class, err)
 	}
 	d.mu.Lock()
+	if d.closed { // Close's teardown already gave the slabs back
+		d.mu.Unlock()
+		a.cuMemFreeHost(h)
+		return hostBlock{}, closedf("alloc: device closed")
+	}
 	d.hostSlabs = append(d.hostSlabs, h)
 	for off := class; off+class <= carveSlab; off += class {
 		d.hostCache[class] = append(d.hostCache[class], hostBlock{host: unsafe.Add(h, off), dptr: p + uintptr(off)})

@@ -55,9 +55,10 @@ func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
 // to a driver thread (a queue's issuing and stream queries). A thread that
 // had another context current gets it back afterwards, so a driver thread
 // of another device that calls in is left as it was; a thread that had
-// none keeps ctx, which is harmless: every driver call of this package
-// runs on a driver thread or inside onContext, and both make their
-// context current first.
+// none keeps ctx, which is harmless to this package: every driver call of
+// it runs on a driver thread or inside onContext, and both make their
+// context current first. (Other CUDA code in the process, through cgo,
+// must likewise set its own context rather than rely on a thread's.)
 func onContext(a *api, ctx cuContext, f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
