@@ -1,14 +1,17 @@
 package collectives_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/internal/testenv"
+	"github.com/choreo-gpu/choreo/streams"
 )
 
 // stagedDevice is the test backend's device if the CPU cannot see its
@@ -33,7 +36,7 @@ func stagedDevice(t *testing.T) gpu.Device {
 // per part, the GPU's input update and the CPU's wait, the CPU's output
 // update and the GPU's wait.
 func TestStagedAllReduceInParts(t *testing.T) {
-	const part = 4 << 20 // the pipeline's part size
+	const part = 8 << 20 // the pipeline's part size
 	steps := make(chan int, 16)
 	w := newWorldOn(t, stagedDevice(t), 3, collectives.WithTrace(func(e collectives.TraceEvent) {
 		if e.Rank == 0 {
@@ -48,7 +51,7 @@ func TestStagedAllReduceInParts(t *testing.T) {
 	}{
 		{gpu.Float32, 2*part/4 + 5, 2, nil},
 		{gpu.Int32, 3*part/4 + 1, 3, []collectives.CallOption{collectives.Donate()}},
-		{gpu.BFloat16, 4*part/2 + 3, 4, nil},
+		{gpu.BFloat16, 2*part/2 + 3, 2, nil},
 	} {
 		t.Run(c.dt.String(), func(t *testing.T) {
 			runAllReduce(t, w, c.dt, collectives.Sum, c.count, c.opts...)
@@ -64,31 +67,124 @@ func TestStagedAllReduceInParts(t *testing.T) {
 	}
 }
 
-// TestStagedPartsShapeMismatch (R18): ranks whose staged payloads split
-// into different numbers of parts fail with ErrShapeMismatch at the first
-// part, within the deadline, and the group stays usable.
+// TestStagedPartsShapeMismatch (R18): ranks whose payloads split into
+// different numbers of parts, or one split and one whole, fail with
+// ErrShapeMismatch at the first match, within the deadline, and the group
+// stays usable.
 func TestStagedPartsShapeMismatch(t *testing.T) {
 	w := newWorldOn(t, stagedDevice(t), 2, collectives.WithTimeout(5*time.Second))
-	counts := []int{2 << 20, 3 << 20} // float32: 8 MiB (2 parts) and 12 MiB (3 parts)
-	outs := make([]*array.Array, 2)
-	for r := range 2 {
-		x, err := array.Full(w.s[r], []int{counts[r]}, gpu.Float32, 1)
+	for _, c := range []struct {
+		name   string
+		counts [2]int
+		dtypes [2]gpu.DType
+	}{
+		{"2-vs-3-parts", [2]int{4 << 20, 6 << 20}, [2]gpu.DType{gpu.Float32, gpu.Float32}},
+		{"parts-vs-whole", [2]int{4 << 20, 1 << 20}, [2]gpu.DType{gpu.Float32, gpu.Float32}},
+		{"dtype", [2]int{4 << 20, 4 << 20}, [2]gpu.DType{gpu.Float32, gpu.Float16}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			outs := make([]*array.Array, 2)
+			for r := range 2 {
+				x, err := array.Full(w.s[r], []int{c.counts[r]}, c.dtypes[r], 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if outs[r], err = w.groups[r].AllReduce(w.s[r], x, collectives.Sum); err != nil {
+					t.Fatalf("rank %d: launch: %v", r, err)
+				}
+			}
+			start := time.Now()
+			for r, y := range outs {
+				err := y.Wait(bounded(t, 20*time.Second))
+				if !errors.Is(err, collectives.ErrShapeMismatch) {
+					t.Fatalf("rank %d: got %v, want ErrShapeMismatch", r, err)
+				}
+			}
+			if el := time.Since(start); el > 4*time.Second {
+				t.Fatalf("mismatch took %v to surface, want well within the 5s deadline", el)
+			}
+			runAllReduce(t, w, gpu.Float32, collectives.Sum, 1<<20) // still usable
+		})
+	}
+}
+
+// TestPartsAcrossStagedAndVisibleDevices: the split depends on the
+// descriptor alone, so a rank whose device memory is staged and one whose
+// is not run the same parts and meet.
+func TestPartsAcrossStagedAndVisibleDevices(t *testing.T) {
+	rt := testenv.Runtime(t)
+	gs, err := collectives.Local(rt, 2, collectives.WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{rt: rt, groups: gs}
+	for _, name := range []string{"sim", "sim-staged"} {
+		dev, err := gpu.Open(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if outs[r], err = w.groups[r].AllReduce(w.s[r], x, collectives.Sum); err != nil {
-			t.Fatalf("rank %d: launch: %v", r, err)
+		t.Cleanup(func() { _ = dev.Close() })
+		s, err := streams.NewGPU(rt, dev)
+		if err != nil {
+			t.Fatal(err)
 		}
+		w.s = append(w.s, s)
+	}
+	runAllReduce(t, w, gpu.Float32, collectives.Sum, 4<<20+1) // 2 parts
+}
+
+// TestPartsPeerAbortedWhenOutputSideFails: a rank whose GPU stream closes
+// in the middle of a pipelined all-reduce aborts the collective, so its
+// peer fails promptly rather than at its deadline.
+func TestPartsPeerAbortedWhenOutputSideFails(t *testing.T) {
+	dev := stagedDevice(t)
+	// A runtime of its own: closing it reports the stream this test closes
+	// with work in flight, as it should.
+	rt, err := actors.NewRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	gs, err := collectives.Local(rt, 2, collectives.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{rt: rt, dev: dev, groups: gs}
+	for range 2 {
+		s, err := streams.NewGPU(rt, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.s = append(w.s, s)
+	}
+	x0, err := array.Full(w.s[0], []int{4 << 20}, gpu.Float32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y0, err := w.groups[0].AllReduce(w.s[0], x0, collectives.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // rank 0 stages its input, then waits for rank 1
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_ = w.s[0].Close(ctx) // its output side's waits are released: the fence fails
+	cancel()
+	x1, err := array.Full(w.s[1], []int{4 << 20}, gpu.Float32, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
 	start := time.Now()
-	for r, y := range outs {
-		err := y.Wait(bounded(t, 20*time.Second))
-		if !errors.Is(err, collectives.ErrShapeMismatch) {
-			t.Fatalf("rank %d: got %v, want ErrShapeMismatch", r, err)
-		}
+	y1, err := w.groups[1].AllReduce(w.s[1], x1, collectives.Sum)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if el := time.Since(start); el > 4*time.Second {
-		t.Fatalf("mismatch took %v to surface, want well within the 5s deadline", el)
+	if err := y1.Wait(bounded(t, 20*time.Second)); err == nil {
+		t.Fatal("rank 1 succeeded although rank 0 left the collective")
 	}
-	runAllReduce(t, w, gpu.Float32, collectives.Sum, 3<<20) // still usable
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("rank 1 failed after %v, want an abort well within its 5s deadline", el)
+	}
+	if err := y0.Wait(bounded(t, 20*time.Second)); err == nil {
+		t.Fatal("rank 0's output succeeded although its stream closed")
+	}
 }

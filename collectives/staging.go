@@ -14,6 +14,9 @@ import (
 // keeps it cached too, but clears it when it hands it out again.
 const maxFreePerClass = 16
 
+// maxIdleBytes bounds the pinned memory a group keeps idle in all.
+const maxIdleBytes = 1 << 30
+
 // stagingPool keeps a group's pinned staging buffers (where the CPU cannot
 // see device memory) for its later calls. Every HostMem allocation is
 // zero-filled, and a staging buffer is always overwritten whole before it
@@ -21,11 +24,12 @@ const maxFreePerClass = 16
 // reusing one saves the allocation and the clearing: on the H200 a 4-rank
 // 64 MiB all-reduce cleared 2 x 64 MiB per rank per call on the caller's
 // goroutine. Buffers are kept by power-of-two size class, at most
-// maxFreePerClass per class; the rest, and all of them once the group has
-// closed, are freed. Safe for concurrent use.
+// maxFreePerClass per class and maxIdleBytes in all; the rest, and all of
+// them once the group has closed, are freed. Safe for concurrent use.
 type stagingPool struct {
 	mu     sync.Mutex
 	free   map[stagingKey][]gpu.Buffer
+	idle   int // bytes held in free
 	closed bool
 }
 
@@ -44,6 +48,7 @@ func (p *stagingPool) get(dev gpu.Device, n int) (*shared, error) {
 	if l := p.free[k]; len(l) > 0 {
 		b := l[len(l)-1]
 		p.free[k] = l[:len(l)-1]
+		p.idle -= k.class
 		p.mu.Unlock()
 		return newShared(p, k, b), nil
 	}
@@ -58,11 +63,12 @@ func (p *stagingPool) get(dev gpu.Device, n int) (*shared, error) {
 // put takes b back, or frees it if the pool is full or closed.
 func (p *stagingPool) put(k stagingKey, b gpu.Buffer) {
 	p.mu.Lock()
-	if !p.closed && len(p.free[k]) < maxFreePerClass {
+	if !p.closed && len(p.free[k]) < maxFreePerClass && p.idle+k.class <= maxIdleBytes {
 		if p.free == nil {
 			p.free = map[stagingKey][]gpu.Buffer{}
 		}
 		p.free[k] = append(p.free[k], b)
+		p.idle += k.class
 		p.mu.Unlock()
 		return
 	}
@@ -75,7 +81,7 @@ func (p *stagingPool) close() {
 	p.mu.Lock()
 	p.closed = true
 	free := p.free
-	p.free = nil
+	p.free, p.idle = nil, 0
 	p.mu.Unlock()
 	for _, l := range free {
 		for _, b := range l {

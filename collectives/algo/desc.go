@@ -47,14 +47,15 @@ func (k Kind) String() string {
 //     rank's block, see BlockRange), Broadcast buf, Send in / Recv out.
 //   - Op is used by AllReduce and ReduceScatter, Root by Broadcast, Peer by
 //     Send (destination) and Recv (source); other fields are ignored.
-//   - Part numbers the pieces of a collective that runs as several
-//     calls on consecutive parts of its payload (a staged pipeline): 0 for
-//     a whole collective, 1, 2, ... for its parts, below MaxParts; Whole is
-//     then the element count of the whole payload, which every rank's
-//     match checks (so ranks that split different payloads fail with
-//     ErrShapeMismatch at the first part). Every part's messages are told
-//     apart by their tags, and an abort of the collective (Group, Seq)
-//     reaches all of them.
+//   - Whole, when not 0, says the call is one part of a collective that
+//     runs as several calls on consecutive parts of its payload (a staged
+//     pipeline): Whole is the element count of the whole payload, which
+//     every rank's match checks, and Part numbers the parts from 0, below
+//     MaxParts. Part 0 uses the tags of a whole collective, so a rank that
+//     splits meets a rank that does not in the first match, which fails
+//     with ErrShapeMismatch. Every part's messages are told apart by their
+//     tags, and an abort of the collective (Group, Seq) reaches all of
+//     them.
 type Desc struct {
 	Kind  Kind
 	Group uint64
