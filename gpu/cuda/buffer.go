@@ -147,14 +147,14 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 	default:
 		class := hostClass(n)
 		blk, ok := d.takeHostBlock(class)
-		if !ok && carved(n) {
+		switch {
+		case ok:
+		case carved(n):
 			var err error
 			if blk, err = d.carveHost(class); err != nil {
 				return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)
 			}
-			ok = true
-		}
-		if !ok {
+		default:
 			var h unsafe.Pointer
 			if err := a.errorf("cuMemHostAlloc", a.cuMemHostAlloc(&h, uint64(class), memHostAllocPortable|memHostAllocDeviceMap)); err != nil {
 				return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)

@@ -18,8 +18,9 @@ import (
 // Device is the CUDA gpu.Device: one GPU's primary context, retained for
 // the Device's lifetime. Its driver work runs on driver threads (see
 // driverThread): "main" for allocations, streams and the kernel module,
-// "reaper" for deferred frees; queues issue through onContext. Devices share nothing
-// but the process-wide driver table, so several may live in one process
+// "reaper" for deferred frees; queues issue through onContext. Devices
+// share nothing but the process-wide driver table, so several may live in
+// one process
 // (they share the primary context, which the driver reference-counts).
 // Methods are safe for concurrent use; after Close they return errors
 // wrapping gpu.ErrClosed.

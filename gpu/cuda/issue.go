@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // issueLoop is the issuer's body: it puts batches on the stream in
@@ -229,27 +228,21 @@ func (q *queue) issue(c gpu.Command) (int, error) {
 	return 0, badArgf("unknown command %T", c)
 }
 
-// issuerSpin is how long an idle loop (a queue's issuer or poller, a
-// driver thread) polls for new work before it parks. Parking a locked OS
-// thread puts it to sleep in the kernel, and waking it again cost about
-// 14 us of a 17 us round trip on the H200 host; a parked goroutine that is
-// woken waits to run behind its waker. The poll costs one core for at
-// most this long after each piece of work.
-const issuerSpin = 30 * time.Microsecond
+// idleSpin is how long an idle loop polls for new work before it parks:
+// a driver thread (parking a locked OS thread puts it to sleep in the
+// kernel, and waking it again cost about 14 us of a 17 us round trip on
+// the H200 host), or the poller (within spin.Budget). The poll costs one
+// core for at most this long after each piece of work.
+const idleSpin = 30 * time.Microsecond
 
-// spinForWake polls ch's buffer until something is pending or issuerSpin
-// has passed; the caller then receives from ch (at once, or parked). A
-// locked driver thread polls without yielding (runtime.Gosched would hand
-// its thread off); any other goroutine yields now and then (internal/spin),
-// so that a goroutine it woke is not held back by the spin.
-func spinForWake[T any](ch chan T, locked bool) {
-	if !locked {
-		spin.Until(min(issuerSpin, spin.Budget()), func() bool { return len(ch) > 0 })
-		return
-	}
+// spinForWake polls ch's buffer, on a locked driver thread, until
+// something is pending or idleSpin has passed; the caller then receives
+// from ch (at once, or parked). It never yields: runtime.Gosched on a
+// locked thread would hand the thread off.
+func spinForWake[T any](ch chan T) {
 	start := time.Now()
 	for i := 0; len(ch) == 0; i++ {
-		if i%64 == 63 && time.Since(start) > issuerSpin {
+		if i%64 == 63 && time.Since(start) > idleSpin {
 			return
 		}
 	}

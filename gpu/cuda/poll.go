@@ -2,7 +2,11 @@
 
 package cuda
 
-import "time"
+import (
+	"time"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
+)
 
 // queryEvery is how much sleeping the poller does between two
 // cuStreamQuery calls while the head of its queue is not complete.
@@ -28,7 +32,8 @@ func (q *queue) pollLoop() {
 			if gone {
 				return
 			}
-			spinForWake(q.pollerWake, false) // the next batch is often microseconds away
+			// The next batch is often microseconds away.
+			spin.Until(min(idleSpin, spin.Budget()), func() bool { return len(q.pollerWake) > 0 })
 			<-q.pollerWake
 			bo.reset()
 			continue

@@ -36,7 +36,7 @@ func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
 		}
 		ready <- nil
 		for {
-			spinForWake(t.work, true) // parking a locked thread costs a kernel wake-up
+			spinForWake(t.work) // parking a locked thread costs a kernel wake-up
 			f, ok := <-t.work
 			if !ok {
 				return

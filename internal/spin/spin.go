@@ -12,6 +12,7 @@ package spin
 
 import (
 	"runtime"
+	"sync"
 	"time"
 )
 
@@ -26,13 +27,15 @@ const minProcs = 8
 const YieldEvery = 5 * time.Microsecond
 
 // Budget returns how long a goroutine about to park should poll first: 50
-// us where GOMAXPROCS is 8 or more, else zero.
-func Budget() time.Duration {
+// us where GOMAXPROCS was 8 or more at the first call, else zero. It is
+// read once because runtime.GOMAXPROCS takes the scheduler's global lock,
+// and Budget is called on hot paths (every event and transport wait).
+var Budget = sync.OnceValue(func() time.Duration {
 	if runtime.GOMAXPROCS(0) >= minProcs {
 		return 50 * time.Microsecond
 	}
 	return 0
-}
+})
 
 // Until polls ready until it reports true or d has passed, yielding the
 // processor every YieldEvery (to goroutines this one woke), and returns
