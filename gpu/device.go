@@ -93,9 +93,23 @@ type FenceWord interface {
 // (R12), and the commands of a batch in slice order. Submit validates the
 // batch and returns an error at once for a bad command or a closed queue;
 // otherwise done is called exactly once, from a goroutine of the backend,
-// when the batch has completed (nil) or failed (the first command's error;
-// the commands after it in that batch do not run). done must not block for
-// long: it runs on the backend's completion path.
+// when the batch has completed (nil) or failed (the first failing
+// command's error; the commands after it in that batch do not run). done
+// must not block for long: it runs on the backend's completion path. A
+// done that panics is recovered, silently, and the queue goes on with the
+// batches after it: one caller's bug must not stop the others' work.
+//
+// SubmitUnits is Submit for a batch split into units (see units.go); it
+// also returns an error at once for ends that ValidateUnits rejects. A
+// failing command skips the rest of its own unit only; the later units
+// still run, in order. done gets nil, a *BatchError naming every failed
+// unit, or a plain error when the whole batch failed (the queue was closed
+// before it completed, or the device broke: an asynchronous device error
+// fails every unit). UnitErr reads one unit's outcome from either. With
+// ends, a buffer or word already freed at the call fails its command when
+// its unit runs, not the call: one unit's stale object must not fail the
+// others. Empty ends make the batch one unit, and done then gets a plain
+// error, as from Submit: Submit(b, done) is SubmitUnits(b, nil, done).
 //
 // Close stops accepting batches (Submit then returns ErrClosed) and waits
 // for the submitted ones to finish, up to ctx's deadline. If ctx expires
@@ -106,6 +120,7 @@ type FenceWord interface {
 // needs to drain after that release. Methods are safe for concurrent use.
 type Queue interface {
 	Submit(batch []Command, done func(error)) error
+	SubmitUnits(batch []Command, ends []int, done func(error)) error
 	Close(ctx context.Context) error
 }
 

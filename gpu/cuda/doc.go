@@ -113,10 +113,14 @@
 // from a backoff sleep), completes batches strictly in order, and calls
 // cuStreamQuery every millisecond of waiting so a kernel fault or sticky
 // context error fails the unfinished batches with the driver's error.
-// Queue.Close waits for the submitted batches up to ctx; past it the queue
-// stores gpu.StopValue into every word named by a WaitValue that has not
-// completed, so the stream drains, and completes every unfinished batch
-// with gpu.ErrClosed (bounded again by Options.DrainTimeout).
+// A command that fails to issue (a freed buffer, a driver error of that
+// call alone) ends only its unit of a SubmitUnits batch; a driver error
+// met while the stream has failed ends the whole batch. A done that
+// panics is recovered. Queue.Close waits for the submitted batches up to
+// ctx; past it the queue stores gpu.StopValue into every word named by a
+// WaitValue that has not completed, so the stream drains, and completes
+// every unfinished batch with gpu.ErrClosed (bounded again by
+// Options.DrainTimeout).
 //
 // # Kernels
 //

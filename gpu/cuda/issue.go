@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,26 +66,58 @@ func (q *queue) nextBatch() *batch {
 	}
 }
 
-// issueBatch issues b's commands, marking progress whenever the command
-// budget runs out, and ends with b's last mark. A command that fails to
-// issue ends the batch with its error; those before it still run.
+// issueBatch issues b's commands unit by unit, marking progress whenever
+// the command budget runs out, and ends with b's last mark. A command that
+// fails to issue ends its unit (the batch, without ends); the commands
+// before it still run, and so do the later units. A failure that is not
+// the command's own (the queue aborted, the context broken: see
+// issueFailure) ends the whole batch.
 func (q *queue) issueBatch(b *batch) {
 	unmarked := 0
-	for i, c := range b.cmds {
-		if err := q.reserve(b, &unmarked); err != nil {
-			if b.err == nil {
-				b.err = err
+	n := len(b.cmds)
+units:
+	for u, start := 0, 0; start < n; u++ {
+		end := n
+		if b.ends != nil {
+			end = b.ends[u]
+		}
+		for i := start; i < end; i++ {
+			if err := q.reserve(b, &unmarked); err != nil {
+				if b.err == nil {
+					b.err = err
+				}
+				break units
 			}
-			break
+			k, err := q.issue(b.cmds[i])
+			if err != nil {
+				err = fmt.Errorf("cuda: command %d (%s): %w", i, b.cmds[i], err)
+				if b.ends == nil || q.issueFailure(err) {
+					b.err = err
+					break units
+				}
+				b.failed = append(b.failed, gpu.UnitError{Unit: u, Command: i, Err: err})
+				break
+			}
+			unmarked += k
 		}
-		n, err := q.issue(c)
-		if err != nil {
-			b.err = fmt.Errorf("cuda: command %d (%s): %w", i, c, err)
-			break
-		}
-		unmarked += n
+		start = end
 	}
 	q.mark(b, unmarked, true)
+}
+
+// issueFailure reports whether err, a command's failure to issue, breaks
+// the whole batch rather than the command's unit: a driver error while
+// the stream has failed (a sticky, asynchronous context error that every
+// later call would meet too). Our own checks (a freed buffer) and driver
+// errors of the call alone fail only the unit. It runs with the context
+// current.
+func (q *queue) issueFailure(err error) bool {
+	var de *Error
+	if !errors.As(err, &de) {
+		return false
+	}
+	r := q.dev.api.cuStreamQuery(q.stream)
+	return r != cudaSuccess && r != cudaNotReady
 }
 
 // reserve waits until one more command and a mark fit the command budget.

@@ -57,15 +57,21 @@ type queue struct {
 	destroyOnce sync.Once
 }
 
-// batch is one submitted batch.
+// batch is one submitted batch. A command that fails to issue ends its
+// unit: without ends (one unit) err records it and done gets it plain;
+// with ends it joins failed and done gets a *gpu.BatchError. err always
+// records a failure of the whole batch (the stream broke, the queue was
+// aborted), which done gets plain.
 type batch struct {
 	cmds   []gpu.Command
+	ends   []int // unit ends (gpu.ValidateUnits); nil: one unit
 	done   func(error)
 	held   []resource // leases taken at Submit, dropped when done runs
 	waits  []*word    // words named by WaitValue, for Close's release
 	writes []*word    // words named by WriteValue, repaired at completion
-	err    error      // first failing command's error
-	closed bool       // Close released its waits before it completed
+	err    error      // whole-batch failure, or the one unit's failure
+	failed []gpu.UnitError
+	closed bool // Close released its waits before it completed
 }
 
 // entry is a point in the stream the poller waits for: a mark (marked),
@@ -144,12 +150,24 @@ func wake(ch chan struct{}) {
 	}
 }
 
-// Submit implements gpu.Queue.
+// Submit implements gpu.Queue: SubmitUnits with the batch as one unit.
 func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
+	return q.SubmitUnits(cmds, nil, done)
+}
+
+// SubmitUnits implements gpu.Queue. A freed buffer or word is not an
+// error here: its command fails when it is issued.
+func (q *queue) SubmitUnits(cmds []gpu.Command, ends []int, done func(error)) error {
 	if err := gpu.ValidateBatch(cmds); err != nil {
 		return fmt.Errorf("cuda: submit: %w", err)
 	}
+	if err := gpu.ValidateUnits(len(cmds), ends); err != nil {
+		return fmt.Errorf("cuda: submit: %w", err)
+	}
 	b := &batch{cmds: slices.Clone(cmds), done: done}
+	if len(ends) > 0 {
+		b.ends = slices.Clone(ends)
+	}
 	if b.done == nil {
 		b.done = func(error) {}
 	}
@@ -254,11 +272,14 @@ func (q *queue) resources(c gpu.Command) ([]resource, error) {
 }
 
 // finish drops b's leases and calls done, exactly once per batch; it runs
-// on the poller (or on Close's path once the poller is gone).
+// on the poller (or on Close's path once the poller is gone). A done that
+// panics is recovered (callDone).
 func (b *batch) finish() {
 	err := b.err
 	if b.closed {
 		err = closedf("batch of %d commands: queue closed before it completed (waits released)", len(b.cmds))
+	} else if err == nil && len(b.failed) > 0 {
+		err = &gpu.BatchError{Units: b.failed}
 	}
 	for _, w := range b.writes {
 		w.repair()
@@ -267,7 +288,15 @@ func (b *batch) finish() {
 		r.lease().drop()
 	}
 	b.held = nil
-	b.done(err)
+	callDone(b.done, err)
+}
+
+// callDone calls a batch's done callback. A panic in it is the caller's
+// bug: it is swallowed (the gpu layer has no logger), so that the poller
+// goes on completing the batches after it and Close still finds it.
+func callDone(done func(error), err error) {
+	defer func() { _ = recover() }()
+	done(err)
 }
 
 // reached reports whether a completion word reading cur has passed mark

@@ -3,6 +3,7 @@
 package metal
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -14,7 +15,7 @@ import (
 // kernels' 32-bit counts, and returns the words its WaitValues name.
 // Errors wrap gpu.ErrBadArgument (foreign object, count too large, unknown
 // command) or gpu.ErrClosed (freed object).
-func (q *queue) checkOwned(cmds []gpu.Command) ([]fenceWord, error) {
+func (q *queue) checkOwned(cmds []gpu.Command, freedOK bool) ([]fenceWord, error) {
 	var words []fenceWord
 	for i, c := range cmds {
 		var err error
@@ -39,7 +40,7 @@ func (q *queue) checkOwned(cmds []gpu.Command) ([]fenceWord, error) {
 		default:
 			err = fmt.Errorf("unknown command type %T: %w", c, gpu.ErrBadArgument)
 		}
-		if err != nil {
+		if err != nil && !(freedOK && errors.Is(err, gpu.ErrClosed)) {
 			return nil, fmt.Errorf("metal: submit: command %d %v: %w", i, c, err)
 		}
 	}
@@ -51,11 +52,13 @@ func (q *queue) checkBuffers(n int, bufs ...gpu.Buffer) error {
 		return fmt.Errorf("%d elements, kernels take at most 2^32-1: %w", n, gpu.ErrBadArgument)
 	}
 	for _, b := range bufs {
-		mb, ok := b.(*buffer)
-		if !ok || mb.dev != q.dev {
+		if mb, ok := b.(*buffer); !ok || mb.dev != q.dev {
 			return fmt.Errorf("buffer %T is not from this metal device: %w", b, gpu.ErrBadArgument)
 		}
-		if !mb.live() {
+	}
+	// Liveness second, so that a freed buffer never hides a foreign one.
+	for _, b := range bufs {
+		if !b.(*buffer).live() {
 			return fmt.Errorf("buffer was freed: %w", gpu.ErrClosed)
 		}
 	}

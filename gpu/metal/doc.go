@@ -22,7 +22,8 @@
 //     fence_update; the CPU uses atomics. Needs MSL 3.2 (macOS 15) and a
 //     Metal3 GPU. A fence_wait that gives up after WithWaitPolls polls
 //     fails its batch with an error wrapping ErrWaitTimeout (R10, R11), and
-//     the rest of the batch does not run.
+//     the rest of the batch does not run: in a SubmitUnits batch, the
+//     wait's unit and every later one fail with it.
 //
 // Float64 arithmetic (arange, add, scale) and integer arange/scale with a
 // floating-point Scalar run on the CPU, in order, on the shared memory:

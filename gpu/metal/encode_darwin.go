@@ -29,15 +29,31 @@ type encoder struct {
 	enc metal.ComputeCommandEncoderObject // autoreleased; zero when none open
 }
 
-// encode encodes and commits b. On an error the commands before the
-// failing one are still committed (they run); the rest are not encoded.
+// encode encodes and commits b unit by unit. A command that fails to
+// encode ends its unit (the batch, without ends, or once the queue has
+// stopped): the commands before it are still committed (they run), and so
+// are the later units; b.failed collects the failed units.
 func (q *queue) encode(b *batch) error {
 	e := &encoder{q: q, b: b}
 	defer e.commit()
-	for i, c := range b.cmds {
-		if err := e.command(i, c); err != nil {
-			return fmt.Errorf("metal: command %d %v: %w", i, c, err)
+	n := len(b.cmds)
+	for u, start := 0, 0; start < n; u++ {
+		end := n
+		if b.ends != nil {
+			end = b.ends[u]
 		}
+		for i := start; i < end; i++ {
+			c := b.cmds[i]
+			if err := e.command(i, c); err != nil {
+				err = fmt.Errorf("metal: command %d %v: %w", i, c, err)
+				if b.ends == nil || q.stopped.Load() {
+					return err
+				}
+				b.failed = append(b.failed, gpu.UnitError{Unit: u, Command: i, Err: err})
+				break
+			}
+		}
+		start = end
 	}
 	return nil
 }

@@ -26,16 +26,22 @@ type cbWait struct {
 }
 
 // batch is one submitted batch on its way through the queue: the worker
-// encodes it (err, parts, retained), the completer finishes it. slot and
-// aborted are guarded by queue.mu; words is fixed at Submit.
+// encodes it (err, failed, parts, retained), the completer finishes it.
+// slot and aborted are guarded by queue.mu; cmds, ends and words are fixed
+// at Submit. A command that fails to encode ends its unit: without ends
+// (one unit) err records it and done gets it plain; with ends it joins
+// failed and done gets a *gpu.BatchError. err always records a failure of
+// the whole batch (the queue stopped), which done gets plain.
 type batch struct {
 	cmds     []gpu.Command
+	ends     []int // unit ends (gpu.ValidateUnits); nil: one unit
 	done     func(error)
 	words    []fenceWord // named by its WaitValues, released by abort
 	slot     int         // status slot, -1 if none
 	aborted  bool        // live when the queue aborted
-	err      error       // failure while encoding
-	parts    []*cbWait   // its committed command buffers, in order
+	err      error       // whole-batch failure, or the one unit's failure
+	failed   []gpu.UnitError
+	parts    []*cbWait // its committed command buffers, in order
 	retained []objc.Object
 }
 
@@ -120,17 +126,30 @@ func newQueue(d *Device) (*queue, error) {
 	return q, nil
 }
 
-// Submit implements gpu.Queue: validate, check that every buffer and word
-// is this device's and live, enqueue. It never waits for the GPU.
+// Submit implements gpu.Queue: SubmitUnits with the batch as one unit.
 func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
+	return q.SubmitUnits(cmds, nil, done)
+}
+
+// SubmitUnits implements gpu.Queue: validate, check that every buffer and
+// word is this device's (and, for a batch of one unit, live: with units a
+// freed object fails its unit when it is encoded), enqueue. It never waits
+// for the GPU.
+func (q *queue) SubmitUnits(cmds []gpu.Command, ends []int, done func(error)) error {
 	if err := gpu.ValidateBatch(cmds); err != nil {
 		return fmt.Errorf("metal: submit: %w", err)
 	}
-	words, err := q.checkOwned(cmds)
+	if err := gpu.ValidateUnits(len(cmds), ends); err != nil {
+		return fmt.Errorf("metal: submit: %w", err)
+	}
+	words, err := q.checkOwned(cmds, len(ends) > 0)
 	if err != nil {
 		return err
 	}
 	b := &batch{cmds: append([]gpu.Command(nil), cmds...), done: done, words: words, slot: -1}
+	if len(ends) > 0 {
+		b.ends = append([]int(nil), ends...)
+	}
 	q.mu.Lock()
 	if q.closing {
 		q.mu.Unlock()
@@ -212,9 +231,17 @@ func (q *queue) complete() {
 	for b := range q.inflight {
 		err := q.finish(b)
 		if b.done != nil {
-			b.done(err)
+			callDone(b.done, err)
 		}
 	}
+}
+
+// callDone calls a batch's done callback. A panic in it is the caller's
+// bug: it is swallowed (the gpu layer has no logger), so that the
+// completer goes on with the batches after it and Close still finds it.
+func callDone(done func(error), err error) {
+	defer func() { _ = recover() }()
+	done(err)
 }
 
 // finish waits for b's command buffers (until Close gives up on the GPU),
@@ -241,7 +268,12 @@ func (q *queue) finish(b *batch) error {
 	}
 	if b.slot >= 0 {
 		if err == nil {
-			err = q.statusErr(b, atomic.LoadUint32(&q.slots[b.slot]))
+			var at int
+			at, err = q.statusErr(b, atomic.LoadUint32(&q.slots[b.slot]))
+			if err != nil && at >= 0 && b.ends != nil {
+				b.failed = gaveUp(b, at, err)
+				err = nil
+			}
 		}
 		q.freeSlot <- b.slot
 	}
@@ -251,7 +283,44 @@ func (q *queue) finish(b *batch) error {
 		}
 		return errClosedf("queue closed before the batch finished (%v)", err)
 	}
+	if err == nil && len(b.failed) > 0 {
+		return &gpu.BatchError{Units: b.failed}
+	}
 	return err
+}
+
+// gaveUp returns b's failed units once the wait at command at gave up
+// (err): that command's unit fails with err, and every later unit did not
+// run either (the batch's status stops all its kernels), so each fails
+// with ErrWaitTimeout too unless encoding had already failed it.
+func gaveUp(b *batch, at int, err error) []gpu.UnitError {
+	var failed []gpu.UnitError
+	next := 0 // index in b.failed
+	start := 0
+	for u, end := range b.ends {
+		var own *gpu.UnitError
+		for next < len(b.failed) && b.failed[next].Unit <= u {
+			if b.failed[next].Unit == u {
+				own = &b.failed[next]
+			}
+			next++
+		}
+		switch {
+		case end <= at:
+			if own != nil {
+				failed = append(failed, *own)
+			}
+		case start <= at:
+			failed = append(failed, gpu.UnitError{Unit: u, Command: at, Err: err})
+		case own != nil:
+			failed = append(failed, *own)
+		default:
+			failed = append(failed, gpu.UnitError{Unit: u, Command: start,
+				Err: fmt.Errorf("metal: not run: the wait of command %d gave up earlier in the batch: %w", at, ErrWaitTimeout)})
+		}
+		start = end
+	}
+	return failed
 }
 
 // forget removes b from the live set and reports whether abort saw it.
@@ -262,20 +331,21 @@ func (q *queue) forget(b *batch) (aborted bool) {
 	return b.aborted
 }
 
-// statusErr turns a batch's final status word into its error.
-func (q *queue) statusErr(b *batch, s uint32) error {
+// statusErr turns a batch's final status word into its error and, for a
+// wait that gave up, that wait's command index (-1 otherwise).
+func (q *queue) statusErr(b *batch, s uint32) (int, error) {
 	code, i := metalshader.ParseStatus(s)
 	switch code {
 	case metalshader.StatusRunning:
-		return nil
+		return -1, nil
 	case metalshader.StatusStopped:
-		return errClosedf("batch stopped by queue close")
+		return -1, errClosedf("batch stopped by queue close")
 	case metalshader.StatusWaitTimeout:
 		if i < len(b.cmds) {
-			return fmt.Errorf("metal: command %d %v: gave up after %d polls: %w", i, b.cmds[i], q.dev.cfg.waitPolls, ErrWaitTimeout)
+			return i, fmt.Errorf("metal: command %d %v: gave up after %d polls: %w", i, b.cmds[i], q.dev.cfg.waitPolls, ErrWaitTimeout)
 		}
 	}
-	return fmt.Errorf("metal: batch ended with unknown status %#x", s)
+	return -1, fmt.Errorf("metal: batch ended with unknown status %#x", s)
 }
 
 // Close implements gpu.Queue.

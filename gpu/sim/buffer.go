@@ -18,7 +18,8 @@ const align = 64
 // cache for reuse, but only once the buffer is freed and no submitted batch
 // names it any more (refs), so a kernel racing with Free (a caller bug)
 // never touches memory another buffer owns; smaller ones are left to the
-// Go collector.
+// Go collector. Every block's bytes count in the device's host pool until
+// the block leaves the cache.
 type buffer struct {
 	dev      *Device
 	data     []byte // len == cap == n, never changed after newBuffer
@@ -32,10 +33,12 @@ type buffer struct {
 
 var _ gpu.Buffer = (*buffer)(nil)
 
-func newBuffer(d *Device, n int, kind gpu.MemKind) *buffer {
-	raw, reused := d.takeCached(n)
+// newBuffer makes a buffer of n bytes in raw, a cached block, or when raw
+// is nil in a new block of size bytes, which Device.reserve accounted for.
+func newBuffer(d *Device, n int, kind gpu.MemKind, raw []byte, size int) *buffer {
+	reused := raw != nil
 	if raw == nil {
-		raw = make([]byte, blockSize(n)+align-1)
+		raw = make([]byte, size+align-1)
 	}
 	off := 0
 	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(raw))) % align); r != 0 {

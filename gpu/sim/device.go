@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/choreo-gpu/choreo/gpu"
@@ -19,12 +20,12 @@ type Device struct {
 
 	mu      sync.Mutex
 	closed  bool
-	used    uint64 // bytes held by live buffers
+	used    uint64 // bytes of live buffers, against cfg.memoryBytes
 	queues  map[*queue]struct{}
 	buffers map[*buffer]struct{}
 	words   map[*word]struct{}
 	cache   map[int][][]byte // free blocks by size (see cache.go)
-	cached  int              // bytes in cache
+	cached  int              // bytes in cache, held in cfg.pool
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -65,7 +66,9 @@ func (d *Device) NewQueue() (gpu.Queue, error) {
 }
 
 // Alloc implements gpu.Device: a 64-byte aligned buffer; HostMem is
-// zero-filled, DeviceMem may hold a reused block's old contents.
+// zero-filled, DeviceMem may hold a reused block's old contents. An
+// allocation beyond the device's memory or the host's fails with
+// gpu.ErrOutOfMemory before any Go memory is taken (see reserve).
 func (d *Device) Alloc(n int, kind gpu.MemKind) (gpu.Buffer, error) {
 	if n < 0 {
 		return nil, errBadf("alloc: negative size %d", n)
@@ -73,30 +76,74 @@ func (d *Device) Alloc(n int, kind gpu.MemKind) (gpu.Buffer, error) {
 	if kind != gpu.DeviceMem && kind != gpu.HostMem {
 		return nil, errBadf("alloc: unknown memory kind %d", kind)
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil, errClosedf("alloc: device")
+	raw, size, err := d.reserve(n)
+	if err != nil {
+		return nil, err
 	}
-	if uint64(n) > d.cfg.memoryBytes-d.used {
-		used := d.used
-		d.mu.Unlock()
-		return nil, fmt.Errorf("sim: alloc: %d bytes with %d of %d in use: %w",
-			n, used, d.cfg.memoryBytes, gpu.ErrOutOfMemory)
-	}
-	d.used += uint64(n)
-	d.mu.Unlock()
 
-	b := newBuffer(d, n, kind)
+	b := newBuffer(d, n, kind, raw, size)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed { // closed while we allocated
 		d.used -= uint64(n)
+		b.recycled.Store(true)
+		d.cfg.pool.drop(uint64(size))
 		return nil, errClosedf("alloc: device")
 	}
 	d.buffers[b] = struct{}{}
 	return b, nil
+}
+
+// reserve accounts for an n-byte buffer before any Go memory is taken. It
+// returns a cached block for it, or nil and the size of the block to make,
+// whose bytes it took from the host pool: a size class, or n itself when
+// the class does not fit. If even that does not fit, it gives the device's
+// cache up and, once, forces a collection of the blocks given up so far
+// (rare: only near the host's limit). It fails with gpu.ErrOutOfMemory
+// when the device's memory or the host's cannot hold the buffer.
+func (d *Device) reserve(n int) (raw []byte, size int, err error) {
+	pool := d.cfg.pool
+	for collected := false; ; collected = true {
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return nil, 0, errClosedf("alloc: device")
+		}
+		if uint64(n) > d.cfg.memoryBytes-d.used {
+			used := d.used
+			d.mu.Unlock()
+			return nil, 0, fmt.Errorf("sim: alloc: %d bytes with %d of %d in use: %w",
+				n, used, d.cfg.memoryBytes, gpu.ErrOutOfMemory)
+		}
+		if raw := d.takeCachedLocked(n); raw != nil {
+			d.used += uint64(n)
+			d.mu.Unlock()
+			return raw, blockSize(n), nil
+		}
+		size = blockSize(n)
+		ok := pool.take(uint64(size))
+		if !ok && size != n {
+			size = n
+			ok = pool.take(uint64(size))
+		}
+		if ok {
+			d.used += uint64(n)
+			d.mu.Unlock()
+			return nil, size, nil
+		}
+		d.dropCacheLocked() // its blocks count until the collection below
+		d.mu.Unlock()
+		dropped := pool.dropped.Load()
+		if collected || dropped == 0 || uint64(n) > pool.budget {
+			return nil, 0, fmt.Errorf("sim: alloc: %d bytes: sim devices hold %d of the %d bytes this host can give them: %w",
+				n, pool.held.Load(), pool.budget, gpu.ErrOutOfMemory)
+		}
+		// Blocks given up earlier may still fill the heap: a collection
+		// frees them for this one.
+		runtime.GC()
+		pool.collected(dropped)
+	}
 }
 
 // NewFenceWord implements gpu.Device.
@@ -147,7 +194,7 @@ func (d *Device) Close() error {
 	d.mu.Lock()
 	buffers, words := d.buffers, d.words
 	d.buffers, d.words, d.queues = nil, nil, nil
-	d.cache, d.cached = nil, 0
+	d.dropCacheLocked()
 	d.mu.Unlock()
 	for b := range buffers {
 		b.free()

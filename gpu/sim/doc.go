@@ -14,12 +14,19 @@
 //   - A Queue is one goroutine that runs submitted batches strictly in
 //     submission order, and the commands of a batch in slice order. Submit
 //     never blocks for long: the FIFO is unbounded. A failing command stops
-//     its batch; done gets its error, wrapped as "sim: <op>: command <i>: ...".
+//     its unit (the whole batch unless SubmitUnits split it); done gets its
+//     error, wrapped as "sim: <op>: command <i>: ...", or a *gpu.BatchError
+//     of the failed units.
 //   - A done callback runs on the queue's goroutine: it must not block for
 //     long, nor Close its own queue or device (Close waits for that very
 //     goroutine, so it would stall until its deadline plus the drain bound).
+//     A done that panics is recovered silently.
 //   - Buffers and words stay allocated until Free or Device.Close, as on a
-//     real GPU; the device enforces its memory size (gpu.ErrOutOfMemory).
+//     real GPU. The device enforces its memory size (gpu.ErrOutOfMemory),
+//     which by default is what this machine can give the process (see
+//     HostMemoryBytes), so an allocation too large for the host fails with
+//     that error before any Go memory is taken, instead of killing the
+//     process.
 //   - A FenceWord is an atomic uint32 with a wake-up: every write (Store,
 //     WriteValue, Reset, Free) wakes the GPU and CPU waiters on that word.
 //     Waiters spin briefly before they park, which keeps a CPU->GPU->CPU

@@ -11,8 +11,8 @@ import (
 // Name is the backend name the sim driver registers under.
 const Name = "sim"
 
-// DefaultMemoryBytes is the memory a sim device reports and lets be
-// allocated unless WithMemoryBytes or CHOREO_SIM_MEMORY_BYTES says otherwise.
+// DefaultMemoryBytes is the memory of sim devices where the machine's
+// cannot be read (see HostMemoryBytes).
 const DefaultMemoryBytes uint64 = 16 << 30
 
 // DefaultCloseTimeout bounds how long Device.Close waits for each queue to
@@ -68,11 +68,13 @@ func (Driver) Priority() int { return 0 }
 // Option configures a device made by New.
 type Option func(*config)
 
-// config is a device's settings, fixed when New builds it.
+// config is a device's settings, fixed when New builds it. pool is the
+// host memory its blocks come from (processPool unless a test says).
 type config struct {
 	memoryBytes  uint64
 	closeTimeout time.Duration
 	staged       bool
+	pool         *hostPool
 }
 
 // WithStagedDeviceMemory hides DeviceMem buffers from the CPU (Bytes returns
@@ -82,8 +84,10 @@ type config struct {
 // can rely on zeroed device memory.
 func WithStagedDeviceMemory() Option { return func(c *config) { c.staged = true } }
 
-// WithMemoryBytes sets the memory size the device reports and enforces:
-// Alloc fails with gpu.ErrOutOfMemory beyond it.
+// WithMemoryBytes sets the memory size the device reports and enforces
+// (HostMemoryBytes by default): Alloc fails with gpu.ErrOutOfMemory beyond
+// it. The host's memory still bounds every device (see HostMemoryBytes),
+// so a size above it cannot make an allocation kill the process.
 func WithMemoryBytes(n uint64) Option { return func(c *config) { c.memoryBytes = n } }
 
 // WithCloseTimeout sets how long Device.Close waits for each queue to drain
@@ -92,7 +96,7 @@ func WithCloseTimeout(d time.Duration) Option { return func(c *config) { c.close
 
 // New returns a new, independent sim device.
 func New(opts ...Option) (*Device, error) {
-	c := config{memoryBytes: DefaultMemoryBytes, closeTimeout: DefaultCloseTimeout}
+	c := config{memoryBytes: HostMemoryBytes(), closeTimeout: DefaultCloseTimeout, pool: processPool()}
 	for _, o := range opts {
 		o(&c)
 	}

@@ -32,7 +32,7 @@ func TestRegistry(t *testing.T) {
 		t.Fatal("two opens returned the same device")
 	}
 	p := d2.Properties()
-	want := gpu.Properties{Backend: "sim", Name: "choreo software GPU", MemoryBytes: sim.DefaultMemoryBytes, HostVisibleDeviceMem: true}
+	want := gpu.Properties{Backend: "sim", Name: "choreo software GPU", MemoryBytes: sim.HostMemoryBytes(), HostVisibleDeviceMem: true}
 	if p != want {
 		t.Errorf("properties %+v, want %+v", p, want)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/choreo-gpu/choreo/gpu"
@@ -28,10 +29,11 @@ func opName(c gpu.Command) string {
 }
 
 // checkOwned verifies, after gpu.ValidateBatch, that the batch names only
-// buffers and words of this device that are still live, and only command
+// buffers and words of this device, still live unless freedOK (a batch of
+// units: a freed object fails its unit when it runs), and only command
 // types the sim knows. Errors wrap gpu.ErrBadArgument (foreign object or
 // unknown command) or gpu.ErrClosed (freed object).
-func (q *queue) checkOwned(cmds []gpu.Command) error {
+func (q *queue) checkOwned(cmds []gpu.Command, freedOK bool) error {
 	for i, c := range cmds {
 		var err error
 		switch c := c.(type) {
@@ -52,36 +54,53 @@ func (q *queue) checkOwned(cmds []gpu.Command) error {
 		default:
 			err = fmt.Errorf("unknown command type: %w", gpu.ErrBadArgument)
 		}
-		if err != nil {
+		if err != nil && !(freedOK && errors.Is(err, gpu.ErrClosed)) {
 			return fmt.Errorf("sim: submit: %s: command %d: %w", opName(c), i, err)
 		}
 	}
 	return nil
 }
 
+// ownBuffers checks every buffer's owner before any buffer's liveness, so
+// that a freed buffer (which a batch of units accepts) never hides a
+// foreign one.
 func (q *queue) ownBuffers(b1 gpu.Buffer, n1 string, b2 gpu.Buffer, n2 string, b3 gpu.Buffer, n3 string) error {
-	if err := q.ownBuffer(b1, n1); err != nil {
-		return err
+	bufs := [3]gpu.Buffer{b1, b2, b3}
+	names := [3]string{n1, n2, n3}
+	for i, b := range bufs {
+		if b == nil { // b3 unused
+			continue
+		}
+		if err := q.foreignBuffer(b, names[i]); err != nil {
+			return err
+		}
 	}
-	if err := q.ownBuffer(b2, n2); err != nil {
-		return err
+	for i, b := range bufs {
+		if b != nil && b.(*buffer).freed.Load() {
+			return fmt.Errorf("%s buffer freed: %w", names[i], gpu.ErrClosed)
+		}
 	}
-	if b3 == nil {
-		return nil
-	}
-	return q.ownBuffer(b3, n3)
+	return nil
 }
 
 func (q *queue) ownBuffer(b gpu.Buffer, name string) error {
+	if err := q.foreignBuffer(b, name); err != nil {
+		return err
+	}
+	if b.(*buffer).freed.Load() {
+		return fmt.Errorf("%s buffer freed: %w", name, gpu.ErrClosed)
+	}
+	return nil
+}
+
+// foreignBuffer fails unless b is a buffer of this device.
+func (q *queue) foreignBuffer(b gpu.Buffer, name string) error {
 	sb, ok := b.(*buffer)
 	if !ok {
 		return fmt.Errorf("%s buffer is a %T, not a sim buffer: %w", name, b, gpu.ErrBadArgument)
 	}
 	if sb.dev != q.dev {
 		return fmt.Errorf("%s buffer belongs to another device: %w", name, gpu.ErrBadArgument)
-	}
-	if sb.freed.Load() {
-		return fmt.Errorf("%s buffer freed: %w", name, gpu.ErrClosed)
 	}
 	return nil
 }
@@ -110,21 +129,50 @@ func live(b gpu.Buffer, name string) ([]byte, error) {
 	return sb.data, nil
 }
 
-// exec runs the commands of one batch in order and stops at the first
-// error, which it returns as "sim: <op>: command <i>: <cause>".
-func (q *queue) exec(cmds []gpu.Command) error {
+// exec runs one batch unit by unit, the commands of each in order; a
+// failing command ends its unit. Without ends the batch is one unit and
+// its error comes back plain; with ends the failed units come back as a
+// *gpu.BatchError. A queue aborted by Close fails the whole batch with a
+// plain error wrapping gpu.ErrClosed. Command errors read
+// "sim: <op>: command <i>: <cause>".
+func (q *queue) exec(b batch) error {
 	if q.aborted.Load() {
 		return errClosedf("queue closed before the batch ran")
 	}
-	for i, c := range cmds {
-		if q.aborted.Load() {
-			return errClosedf("%s: command %d: queue closed before it ran", opName(c), i)
+	if b.ends == nil {
+		_, err := q.execUnit(b.cmds, 0, len(b.cmds))
+		return err
+	}
+	var failed []gpu.UnitError
+	start := 0
+	for u, end := range b.ends {
+		if i, err := q.execUnit(b.cmds, start, end); err != nil {
+			if q.aborted.Load() {
+				return err
+			}
+			failed = append(failed, gpu.UnitError{Unit: u, Command: i, Err: err})
 		}
-		if err := q.exec1(i, c); err != nil {
-			return fmt.Errorf("sim: %s: command %d: %w", opName(c), i, err)
-		}
+		start = end
+	}
+	if failed != nil {
+		return &gpu.BatchError{Units: failed}
 	}
 	return nil
+}
+
+// execUnit runs cmds[start:end] in order and stops at the first error,
+// returning the failed command's index with it.
+func (q *queue) execUnit(cmds []gpu.Command, start, end int) (int, error) {
+	for i := start; i < end; i++ {
+		c := cmds[i]
+		if q.aborted.Load() {
+			return i, errClosedf("%s: command %d: queue closed before it ran", opName(c), i)
+		}
+		if err := q.exec1(i, c); err != nil {
+			return i, fmt.Errorf("sim: %s: command %d: %w", opName(c), i, err)
+		}
+	}
+	return end, nil
 }
 
 // exec1 runs one command that checkOwned accepted. A panic in a kernel (a

@@ -24,30 +24,34 @@ const (
 	maxSpareCap = 4096
 )
 
-// batch is one submitted batch: a private copy of the commands and the
-// completion callback (nil allowed).
+// batch is one submitted batch: a private copy of the commands, of the
+// unit ends (nil: one unit, whose failure done gets as a plain error) and
+// the completion callback (nil allowed).
 type batch struct {
 	cmds []gpu.Command
+	ends []int
 	done func(error)
 }
 
 // queue is a sim gpu.Queue: an unbounded FIFO of batches (mutex + slice +
 // wake-up token) drained by one worker goroutine that runs the batches in
-// submission order and calls each done exactly once, from the worker.
+// submission order and calls each done exactly once, from the worker (a
+// done that panics is recovered; the worker goes on).
 // Submit copies the batch into a recycled slice, so the caller may reuse
 // its slice at once and steady-state submission does not allocate.
 // Close follows gpu.Queue's contract; see abort for the release path.
 type queue struct {
 	dev *Device
 
-	mu      sync.Mutex
-	pending []batch // FIFO: pending[head:] waits to run
-	head    int
-	spare   [][]gpu.Command // recycled command slices
-	closing bool            // Submit refuses; worker exits once pending is empty
-	idle    bool            // worker parked (or about to) on wakeCh
-	cur     batch           // the batch the worker runs; zero when none
-	seq     atomic.Uint64   // bumped by every accepted Submit, polled by an idle worker
+	mu        sync.Mutex
+	pending   []batch // FIFO: pending[head:] waits to run
+	head      int
+	spare     [][]gpu.Command // recycled command slices
+	spareEnds [][]int         // recycled unit-end slices
+	closing   bool            // Submit refuses; worker exits once pending is empty
+	idle      bool            // worker parked (or about to) on wakeCh
+	cur       batch           // the batch the worker runs; zero when none
+	seq       atomic.Uint64   // bumped by every accepted Submit, polled by an idle worker
 
 	waitAt atomic.Int64 // index in cur.cmds of the first WaitValue not yet passed
 
@@ -71,14 +75,23 @@ func newQueue(d *Device) *queue {
 	return q
 }
 
-// Submit implements gpu.Queue. It validates the batch (gpu.ValidateBatch,
-// then that every buffer and word belongs to this device and is not freed)
-// and enqueues it; it never waits for the worker.
+// Submit implements gpu.Queue: SubmitUnits with the batch as one unit.
 func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
+	return q.SubmitUnits(cmds, nil, done)
+}
+
+// SubmitUnits implements gpu.Queue. It validates the batch
+// (gpu.ValidateBatch, gpu.ValidateUnits, then that every buffer and word
+// belongs to this device and, for a batch of one unit, is not freed) and
+// enqueues it; it never waits for the worker.
+func (q *queue) SubmitUnits(cmds []gpu.Command, ends []int, done func(error)) error {
 	if err := gpu.ValidateBatch(cmds); err != nil {
 		return fmt.Errorf("sim: submit: %w", err)
 	}
-	if err := q.checkOwned(cmds); err != nil {
+	if err := gpu.ValidateUnits(len(cmds), ends); err != nil {
+		return fmt.Errorf("sim: submit: %w", err)
+	}
+	if err := q.checkOwned(cmds, len(ends) > 0); err != nil {
 		return err
 	}
 	q.mu.Lock()
@@ -94,7 +107,16 @@ func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
 		q.spare = q.spare[:n-1]
 	}
 	own = append(own[:0], cmds...)
-	q.pending = append(q.pending, batch{cmds: own, done: done})
+	var ownEnds []int
+	if len(ends) > 0 {
+		if n := len(q.spareEnds); n > 0 {
+			ownEnds = q.spareEnds[n-1]
+			q.spareEnds[n-1] = nil
+			q.spareEnds = q.spareEnds[:n-1]
+		}
+		ownEnds = append(ownEnds[:0], ends...)
+	}
+	q.pending = append(q.pending, batch{cmds: own, ends: ownEnds, done: done})
 	q.seq.Add(1)
 	wake := q.idle
 	q.idle = false
@@ -110,17 +132,20 @@ func (q *queue) Submit(cmds []gpu.Command, done func(error)) error {
 // empty.
 func (q *queue) work() {
 	defer close(q.exited)
-	var prev []gpu.Command
+	var prev batch
 	for {
 		q.mu.Lock()
 		q.cur = batch{}
-		if prev != nil {
-			clear(prev)
-			if len(q.spare) < maxSpare && cap(prev) <= maxSpareCap {
-				q.spare = append(q.spare, prev[:0])
+		if prev.cmds != nil {
+			clear(prev.cmds)
+			if len(q.spare) < maxSpare && cap(prev.cmds) <= maxSpareCap {
+				q.spare = append(q.spare, prev.cmds[:0])
 			}
-			prev = nil
 		}
+		if prev.ends != nil && len(q.spareEnds) < maxSpare && cap(prev.ends) <= maxSpareCap {
+			q.spareEnds = append(q.spareEnds, prev.ends[:0])
+		}
+		prev = batch{}
 		for q.head == len(q.pending) {
 			if q.closing {
 				q.mu.Unlock()
@@ -155,13 +180,21 @@ func (q *queue) work() {
 		q.waitAt.Store(0)
 		q.mu.Unlock()
 
-		err := q.exec(b.cmds)
+		err := q.exec(b)
 		refBuffers(b.cmds, -1)
 		if b.done != nil {
-			b.done(err)
+			callDone(b.done, err)
 		}
-		prev = b.cmds
+		prev = batch{cmds: b.cmds, ends: b.ends}
 	}
+}
+
+// callDone calls a batch's done callback. A panic in it is the caller's
+// bug: it is swallowed (the gpu layer has no logger), so that the worker
+// goes on with the batches after it and Close still finds it.
+func callDone(done func(error), err error) {
+	defer func() { _ = recover() }()
+	done(err)
 }
 
 // Close implements gpu.Queue: stop accepting, wait for the submitted
