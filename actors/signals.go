@@ -17,9 +17,10 @@ var termSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 var ErrSignal = errors.New("process interrupted by signal")
 
 // watchSignals runs the handler installed by WithSignalHandler until the
-// runtime closes.
+// runtime closes. A second signal while the first is being handled takes
+// its default effect at once, as Go programs conventionally do.
 func (r *Runtime) watchSignals() {
-	ch := make(chan os.Signal, 1)
+	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, r.cfg.signals...)
 	go func() {
 		defer signal.Stop(ch)
@@ -27,6 +28,15 @@ func (r *Runtime) watchSignals() {
 		case <-r.done:
 			return
 		case sig := <-ch:
+			handled := make(chan struct{})
+			go func() {
+				select {
+				case again := <-ch:
+					r.log.Warn("second signal: exiting now", zap.String("signal", again.String()))
+					die(again)
+				case <-handled:
+				}
+			}()
 			n := r.fences.ReleaseAll(ErrSignal)
 			r.log.Warn("signal: released every live fence", zap.String("signal", sig.String()), zap.Int("fences", n))
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.closeTimeout)
@@ -35,11 +45,16 @@ func (r *Runtime) watchSignals() {
 			if r.cfg.onSignal != nil {
 				r.cfg.onSignal(sig)
 			}
-			signal.Stop(ch)
-			signal.Reset(sig)
-			if s, ok := sig.(syscall.Signal); ok {
-				_ = syscall.Kill(os.Getpid(), s)
-			}
+			close(handled)
+			die(sig)
 		}
 	}()
+}
+
+// die gives sig its default effect on the process (it exits).
+func die(sig os.Signal) {
+	signal.Reset(sig)
+	if s, ok := sig.(syscall.Signal); ok {
+		_ = syscall.Kill(os.Getpid(), s)
+	}
 }

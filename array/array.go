@@ -26,19 +26,35 @@ type Array struct {
 	stream *streams.GPU
 	ev     atomic.Pointer[streams.Event]
 	err    atomic.Pointer[error]
+	failed chan struct{} // closed by the first Fail, so waiters wake at once
 }
+
+func newArray(s *streams.GPU, shape []int, dt DType, n int, mem *Memory) *Array {
+	return &Array{shape: slices.Clone(shape), dtype: dt, size: n, mem: mem, buf: mem.Buffer(), stream: s,
+		failed: make(chan struct{})}
+}
+
+// maxElements bounds an array's element count, so that no byte count or
+// offset derived from it can overflow.
+const maxElements = math.MaxInt32 * 64
 
 // checkShape validates a shape and returns its element count.
 func checkShape(op string, shape []int) (int, error) {
-	n := 1
+	n, over := 1, false
 	for _, d := range shape {
 		if d < 0 {
 			return 0, fmt.Errorf("array: %s: negative dimension in shape %v: %w", op, shape, ErrShape)
 		}
-		if d != 0 && n > math.MaxInt32*64/d {
-			return 0, fmt.Errorf("array: %s: shape %v too large: %w", op, shape, ErrShape)
+		if d != 0 && n > maxElements/d {
+			over = true
 		}
 		n *= d
+	}
+	if slices.Contains(shape, 0) {
+		return 0, nil // no elements, however large the other dimensions
+	}
+	if over {
+		return 0, fmt.Errorf("array: %s: shape %v has more than %d elements: %w", op, shape, maxElements, ErrTooLarge)
 	}
 	return n, nil
 }
@@ -65,20 +81,30 @@ func alloc(op string, s *streams.GPU, shape []int, dt DType) (*Array, error) {
 	if err != nil {
 		return nil, fmt.Errorf("array: %s: %w", op, err)
 	}
-	return &Array{shape: slices.Clone(shape), dtype: dt, size: n, mem: newMemory(buf), buf: buf, stream: s}, nil
+	return newArray(s, shape, dt, n, newMemory(buf)), nil
 }
 
 // Wrap makes an array over existing memory, such as a donated input's
 // (R16: the output takes over the input's buffer), ready once ev completes.
+// s is the stream the array lives on (its reads are staged there).
 func Wrap(s *streams.GPU, shape []int, dt DType, mem *Memory, ev streams.Event) (*Array, error) {
+	if s == nil {
+		return nil, fmt.Errorf("array: wrap: nil stream: %w", gpu.ErrBadArgument)
+	}
+	if !dt.Valid() {
+		return nil, fmt.Errorf("array: wrap: invalid dtype %v: %w", dt, ErrDType)
+	}
 	n, err := checkShape("wrap", shape)
 	if err != nil {
 		return nil, err
 	}
-	if mem == nil || mem.buf.Len() < n*dt.Size() {
+	if mem == nil || mem.Buffer().Len() < n*dt.Size() {
 		return nil, fmt.Errorf("array: wrap: memory too small for %v %s: %w", shape, dt, gpu.ErrBadArgument)
 	}
-	a := &Array{shape: slices.Clone(shape), dtype: dt, size: n, mem: mem, buf: mem.buf, stream: s}
+	if mem.Freed() {
+		return nil, fmt.Errorf("array: wrap: %w", ErrFreed)
+	}
+	a := newArray(s, shape, dt, n, mem)
 	a.SetEvent(ev)
 	return a, nil
 }
@@ -131,7 +157,9 @@ func (a *Array) Fail(err error) {
 	if !errors.Is(err, ErrFailed) {
 		err = fmt.Errorf("%w: %w", ErrFailed, err)
 	}
-	a.err.CompareAndSwap(nil, &err)
+	if a.err.CompareAndSwap(nil, &err) {
+		close(a.failed)
+	}
 }
 
 // Err is the array's sticky error, or nil.
@@ -143,12 +171,13 @@ func (a *Array) Err() error {
 }
 
 // Wait blocks until the array is ready, bounded by ctx, and returns the
-// producer's error if it failed.
+// producer's error if it failed; a failure wakes it at once, even while
+// the stream is still busy with earlier work.
 func (a *Array) Wait(ctx context.Context) error {
 	if err := a.Err(); err != nil {
 		return err
 	}
-	if err := a.Event().Wait(ctx); err != nil {
+	if err := a.Event().WaitUntil(ctx, a.failed); err != nil {
 		if e := a.Err(); e != nil {
 			return e
 		}
@@ -157,18 +186,28 @@ func (a *Array) Wait(ctx context.Context) error {
 	return a.Err()
 }
 
-// Free gives the array's memory back once every command enqueued so far on
-// its stream has completed, without waiting for the collector. Neither the
-// array nor an array sharing its memory may be used afterwards.
+// Free gives the array's memory back without waiting for the collector,
+// once every command enqueued so far on its stream has completed and every
+// reader that was handed the memory (commands on other streams, collectives'
+// comm tasks and staging copies) is done with it. Neither the array nor an
+// array sharing its memory may be used afterwards: ops and collectives
+// refuse it with ErrFreed. Free is idempotent.
 func (a *Array) Free() error {
-	if a.mem.freed.Swap(true) {
+	m := a.mem
+	if m.Freed() {
 		return nil
 	}
-	if a.stream == nil {
-		return a.buf.Free()
+	// Hold a reader's share until the stream has passed what is queued
+	// there, so that raw commands enqueued on it keep the buffer too.
+	if err := m.Retain(); err != nil {
+		return nil // freed concurrently
 	}
-	if _, err := a.stream.Enqueue(nil, func(error) { _ = a.buf.Free() }); err != nil {
-		return fmt.Errorf("array: free: %w", err)
+	m.st.letGo()
+	if _, err := a.stream.Enqueue(nil, func(error) { m.Release() }); err != nil {
+		m.Release() // a closed stream runs nothing more
+		if !errors.Is(err, streams.ErrClosed) {
+			return fmt.Errorf("array: free: %w", err)
+		}
 	}
 	return nil
 }

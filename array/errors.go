@@ -10,4 +10,8 @@ var (
 	ErrDType = errors.New("dtype mismatch")
 	// ErrFailed: the array's producer failed; the cause is wrapped as well.
 	ErrFailed = errors.New("array failed")
+	// ErrTooLarge: a shape has more elements than an array may hold.
+	ErrTooLarge = errors.New("too large")
+	// ErrFreed: the array's memory was freed (Array.Free) before this use.
+	ErrFreed = errors.New("array freed")
 )

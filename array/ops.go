@@ -11,8 +11,22 @@ import (
 
 // encode enqueues cmds producing out on s. out's readiness is the commands'
 // Event; when they complete, a failed command or a failed input fails out.
+// The inputs' memory is retained until the commands have completed, so an
+// input freed meanwhile (its own stream may be idle) is not reused under them.
 func encode(op string, s *streams.GPU, out *Array, cmds []gpu.Command, inputs ...*Array) (*Array, error) {
+	release := func(n int) {
+		for _, in := range inputs[:n] {
+			in.mem.Release()
+		}
+	}
+	for i, in := range inputs {
+		if err := in.mem.Retain(); err != nil {
+			release(i)
+			return nil, fmt.Errorf("array: %s: input: %w", op, err)
+		}
+	}
 	ev, err := s.Enqueue(cmds, func(err error) {
+		defer release(len(inputs))
 		if err != nil {
 			out.Fail(fmt.Errorf("array: %s: %w", op, err))
 			return
@@ -25,10 +39,19 @@ func encode(op string, s *streams.GPU, out *Array, cmds []gpu.Command, inputs ..
 		}
 	})
 	if err != nil {
+		release(len(inputs))
 		return nil, fmt.Errorf("array: %s: %w", op, err)
 	}
 	out.SetEvent(ev)
 	return out, nil
+}
+
+// checkStream rejects a nil stream.
+func checkStream(op string, s *streams.GPU) error {
+	if s == nil {
+		return fmt.Errorf("array: %s: nil stream: %w", op, gpu.ErrBadArgument)
+	}
+	return nil
 }
 
 // checkInput rejects inputs an op cannot use: nil, failed, or produced on
@@ -36,6 +59,9 @@ func encode(op string, s *streams.GPU, out *Array, cmds []gpu.Command, inputs ..
 func checkInput(op string, s *streams.GPU, in *Array) error {
 	if in == nil {
 		return fmt.Errorf("array: %s: nil input: %w", op, gpu.ErrBadArgument)
+	}
+	if in.mem.Freed() {
+		return fmt.Errorf("array: %s: input %v: %w", op, in, ErrFreed)
 	}
 	if err := in.Err(); err != nil {
 		return fmt.Errorf("array: %s: input %v: %w", op, in, err)
@@ -109,6 +135,9 @@ func FromSlice[T Element](s *streams.GPU, data []T, shape ...int) (*Array, error
 
 // Add returns a + b, element by element; shapes and dtypes must match.
 func Add(s *streams.GPU, a, b *Array) (*Array, error) {
+	if err := checkStream("add", s); err != nil {
+		return nil, err
+	}
 	for _, in := range []*Array{a, b} {
 		if err := checkInput("add", s, in); err != nil {
 			return nil, err
@@ -130,6 +159,9 @@ func Add(s *streams.GPU, a, b *Array) (*Array, error) {
 // Scale returns a * f, element by element (integer dtypes: truncated toward
 // zero unless f is a whole number).
 func Scale(s *streams.GPU, a *Array, f float64) (*Array, error) {
+	if err := checkStream("scale", s); err != nil {
+		return nil, err
+	}
 	if err := checkInput("scale", s, a); err != nil {
 		return nil, err
 	}
@@ -143,6 +175,9 @@ func Scale(s *streams.GPU, a *Array, f float64) (*Array, error) {
 
 // Copy returns a copy of a.
 func Copy(s *streams.GPU, a *Array) (*Array, error) {
+	if err := checkStream("copy", s); err != nil {
+		return nil, err
+	}
 	if err := checkInput("copy", s, a); err != nil {
 		return nil, err
 	}

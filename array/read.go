@@ -3,7 +3,6 @@ package array
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/choreo-gpu/choreo/gpu"
@@ -30,21 +29,38 @@ func HostBytes(ctx context.Context, a *Array) ([]byte, error) {
 	if nb == 0 {
 		return nil, nil
 	}
+	// The copy owns its two buffers until it has run: a caller that gives
+	// up waiting (ctx) must not free what a queued command still names.
+	if err := a.mem.Retain(); err != nil {
+		return nil, fmt.Errorf("array: read: %w", err)
+	}
 	host, err := a.stream.Device().Alloc(nb, gpu.HostMem)
 	if err != nil {
+		a.mem.Release()
 		return nil, fmt.Errorf("array: read: staging: %w", err)
 	}
-	defer host.Free()
-	ev, err := a.stream.Enqueue([]gpu.Command{gpu.Copy{Dst: host, Src: a.buf, Bytes: nb}}, nil)
+	copied := make(chan error, 1)
+	var out []byte
+	ev, err := a.stream.Enqueue([]gpu.Command{gpu.Copy{Dst: host, Src: a.buf, Bytes: nb}}, func(err error) {
+		if err == nil {
+			out = append([]byte(nil), host.Bytes()[:nb]...)
+		}
+		_ = host.Free()
+		a.mem.Release()
+		copied <- err
+	})
 	if err != nil {
+		_ = host.Free()
+		a.mem.Release()
 		return nil, fmt.Errorf("array: read: %w", err)
 	}
-	err = ev.Wait(ctx)
-	runtime.KeepAlive(a) // its memory must outlive the queued copy
-	if err != nil {
+	if err := ev.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("array: read: %w", err)
 	}
-	return append([]byte(nil), host.Bytes()[:nb]...), nil
+	if err := <-copied; err != nil { // the callback has run: the event is done
+		return nil, fmt.Errorf("array: read: %w", err)
+	}
+	return out, nil
 }
 
 // ToSlice waits for a (bounded by ctx) and returns a copy of its elements.

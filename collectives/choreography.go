@@ -3,7 +3,6 @@ package collectives
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 	"weak"
 
@@ -96,6 +95,13 @@ func (g *Group) check(name string, p *plan) (*array.Array, error) {
 		if p.in.Stream() != nil && p.in.Stream().Device() != p.s.Device() {
 			return nil, fmt.Errorf("collectives: %s rank %d: input lives on another device: %w", name, g.Rank(), ErrBadArgument)
 		}
+		if p.in.Memory().Freed() {
+			return nil, fmt.Errorf("collectives: %s rank %d: input: %w", name, g.Rank(), ErrFreed)
+		}
+		if ev := p.in.Event(); ev.Valid() && ev.Stream() != p.s && !ev.Done() {
+			return nil, fmt.Errorf("collectives: %s rank %d: input is produced on %s, not %s, and not complete; wait for it first: %w",
+				name, g.Rank(), ev.Stream().Name(), p.s.Name(), ErrCrossStream)
+		}
 	}
 	nb := p.desc.Count * p.desc.DType.Size()
 	if g.cfg.maxBytes > 0 && nb > g.cfg.maxBytes {
@@ -104,236 +110,364 @@ func (g *Group) check(name string, p *plan) (*array.Array, error) {
 	return nil, nil
 }
 
-// choreograph encodes the GPU side and queues the comm task. Where the CPU
-// cannot see device memory, the input is staged into pinned host memory
-// and the output copied back, both on the GPU stream, ordered by the
-// fence, so the comm task only ever touches host memory.
+// call is one collective call on its way onto the streams: what it
+// decided, what it holds and its fences. Its staging buffers and retained
+// memories are the comm task's shares, given back when the task is done
+// (or at once if the call fails before the task is queued); every GPU
+// command that uses one holds a share of its own until it has run.
+type call struct {
+	g      *Group
+	p      plan
+	label  opLabel
+	s      *streams.GPU
+	dev    gpu.Device
+	parts  int
+	staged bool // the CPU cannot see device memory: copy through hostIn/hostOut
+	// hasEvent (R3): whether the input has a producer event, decided once.
+	// Staging always makes one (the copy into host memory), and so does
+	// donation: commands queued earlier on s may still read the input, so
+	// the task must not write into it before the stream has passed them.
+	hasEvent bool
+
+	inMem, outMem   *array.Memory // retained by the call (nil when absent)
+	out             *array.Array
+	hostIn, hostOut *shared
+	fin, fout       *fence.Fence // input side (GPU updates), output side (CPU updates)
+	fences          []*fence.Fence
+}
+
+// choreograph puts the call on the streams: first everything that can fail
+// without touching a stream (memory, output, staging, fences, the ledger's
+// check), then the GPU side, then the comm task. Where the CPU cannot see
+// device memory, the input is staged into pinned host memory and the
+// output copied back, both on the GPU stream, ordered by the fences, so
+// the comm task only ever touches host memory.
 //
-// A large all-reduce runs as a pipeline of parts (see pipelineParts):
-// the GPU stream copies part after part into host memory, raising the
-// input fence after each; the comm task reduces each part as soon as it
-// has landed and raises the output fence, whose waits hold back each
-// part's copy back. Copies in, reduction and copies out then overlap. The
-// two directions need a fence each: a fence's two sides take turns in the
-// same order, and here the GPU side updates all parts before it waits for
-// the first. A single part uses one fence for both, as every other
-// collective does.
-//
-// Lifetimes: the staging buffers are shared by the GPU stream and the comm
-// task and freed when both are done with them (a released fence lets the
-// GPU side finish while the task may still run). The fences' deadlines are
-// set when the task starts; until then they allow for the tasks queued
-// ahead of it on the comm stream.
+// A large all-reduce runs as a pipeline of parts (see pipelineParts): the
+// GPU stream copies part after part into host memory, raising the input
+// fence after each; the task reduces each part as soon as it has landed
+// and raises the output fence, whose waits hold back each part's copy
+// back. The two directions need a fence each: a fence's two sides take
+// turns in the same order, and here the GPU side updates all parts before
+// it waits for the first. A single part uses one fence for both.
 func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
-	s, dev := p.s, p.s.Device()
-	visible := dev.Properties().HostVisibleDeviceMem
-	// R3: whether the input has a producer event, decided once. Staging
-	// always makes one (the copy into host memory), and so does donation:
-	// commands queued earlier on s may still read the input, so the task
-	// must not write into it before the stream has passed them (R12).
-	hasEvent := p.in != nil && (!visible || !p.in.Ready() || p.donate)
-	parts := pipelineParts(p)
-	label := opLabel{name, g.id, g.Rank(), p.desc.Seq}
+	c := &call{g: g, p: p, label: opLabel{name, g.id, g.Rank(), p.desc.Seq}, s: p.s, dev: p.s.Device(),
+		parts: pipelineParts(p)}
+	c.staged = !c.dev.Properties().HostVisibleDeviceMem
+	c.hasEvent = p.in != nil && (c.staged || !p.in.Ready() || p.donate)
+	if err := c.allocate(); err != nil {
+		c.releaseShares()
+		return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
+	}
+	if err := c.newFences(); err != nil {
+		c.releaseShares()
+		return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
+	}
+	side, err := inflight.enter(p.tag, g.Rank(), c.s, c.hasEvent, p.outShape != nil)
+	if err != nil {
+		return c.fail(err)
+	}
+	upd, err := c.encodeInput()
+	var wait streams.Event
+	if err == nil {
+		wait, err = c.encodeOutput()
+	}
+	inflight.done(side, upd, wait)
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := g.comm.Submit(c.task()); err != nil {
+		return c.fail(err)
+	}
+	return c.out, nil
+}
+
+// allocate retains the input's memory, makes the output (taking over a
+// donated input's memory) and the staging buffers. It does all the work
+// proportional to the payload that a launch does (a new buffer's fill)
+// before any fence exists, so none of it counts against a deadline.
+func (c *call) allocate() error {
+	p := c.p
+	if p.in != nil {
+		mem := p.in.Memory()
+		if err := mem.Retain(); err != nil {
+			return fmt.Errorf("input: %w", err)
+		}
+		c.inMem = mem
+		if c.staged && p.in.NBytes() > 0 {
+			var err error
+			if c.hostIn, err = c.g.staging.get(c.dev, p.in.NBytes()); err != nil {
+				return err
+			}
+		}
+	}
+	if p.outShape == nil {
+		return nil
+	}
+	var err error
+	if p.donate && p.in != nil && p.in.DType() == p.outDType && p.in.NBytes() == sizeOf(p.outShape)*p.outDType.Size() {
+		c.out, err = array.Wrap(c.s, p.outShape, p.outDType, p.in.Memory(), streams.Event{})
+	} else {
+		c.out, err = array.New(c.s, p.outShape, p.outDType)
+	}
+	if err != nil {
+		return err
+	}
+	mem := c.out.Memory() // the task holds the memory, never the output (R16)
+	if err := mem.Retain(); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	c.outMem = mem
+	if nb := c.out.NBytes(); c.staged && nb > 0 {
+		if c.hostOut, err = c.g.staging.get(c.dev, nb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newFences makes the input fence and, for a pipeline, the output fence.
+// Their deadlines allow for the tasks queued ahead of this one on the comm
+// stream; the task gives them their full time when it starts.
+func (c *call) newFences() error {
+	g := c.g
 	queued := time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)
 	newFence := func() (*fence.Fence, error) {
-		return g.rt.Fences().New(dev, fence.WithTimeout(queued), fence.WithName(name),
+		return g.rt.Fences().New(c.dev, fence.WithTimeout(queued), fence.WithName(c.label.name),
 			fence.WithoutCleanup()) // the task's Done ends it on every path
 	}
-	fin, err := newFence() // the input side: GPU updates, CPU waits
-	if err != nil {
-		return nil, fmt.Errorf("collectives: %s: %w", label, err)
+	var err error
+	if c.fin, err = newFence(); err != nil {
+		return err
 	}
-	fout := fin // the output side: CPU updates, GPU waits
-	if parts > 1 {
-		if fout, err = newFence(); err != nil {
-			fin.Fail(err)
-			return nil, fmt.Errorf("collectives: %s: %w", label, err)
+	c.fout, c.fences = c.fin, []*fence.Fence{c.fin}
+	if c.parts > 1 {
+		if c.fout, err = newFence(); err != nil {
+			c.fin.Fail(err)
+			return err
 		}
+		c.fences = append(c.fences, c.fout)
 	}
-	fences := []*fence.Fence{fin}
-	if fout != fin {
-		fences = append(fences, fout)
-	}
-	failAll := func(err error) {
-		for _, f := range fences {
-			f.Fail(err)
-		}
-	}
-	var hostIn, hostOut *shared // staging, where the CPU cannot see device memory
-	fail := func(err error) (*array.Array, error) {
-		failAll(err)
-		hostIn.release() // the task's shares: it will never run
-		hostOut.release()
-		return nil, fmt.Errorf("collectives: %s: %w", label, err)
-	}
-	// span is part i's byte range of an n-byte payload.
-	span := func(i, n int) (lo, hi int) {
-		if parts == 1 {
-			return 0, n
-		}
-		es := p.desc.DType.Size()
-		lo, hi = algo.BlockRange(p.desc.Count, parts, i)
-		return lo * es, hi * es
-	}
+	return nil
+}
 
-	var inBuf gpu.Buffer
-	if p.in != nil {
-		inBuf = p.in.Buffer()
-		staged := !visible && p.in.NBytes() > 0
-		if staged {
-			if hostIn, err = g.staging.get(dev, p.in.NBytes()); err != nil {
-				return fail(err)
-			}
-		}
-		in := p.in
-		for i := range parts {
-			if staged {
-				lo, hi := span(i, in.NBytes())
-				hostIn.refs.Add(1) // the staging copy's share
-				_, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: hostIn.buf, DstOff: lo, Src: inBuf, SrcOff: lo, Bytes: hi - lo}}, func(err error) {
-					if err != nil {
-						failAll(fmt.Errorf("stage input: %w", err))
-					}
-					hostIn.release()
-					runtime.KeepAlive(in)
-				})
-				if err != nil {
-					hostIn.release() // the copy's share: it will never run
-					return fail(err)
-				}
-			}
-			if hasEvent {
-				if err := fin.UpdateGPU(s, p.in); err != nil {
-					return fail(err)
-				}
-			}
-		}
-	}
+// fail ends a call that could not be queued: its fences fail (releasing any
+// GPU wait already encoded) and the task's shares go back.
+func (c *call) fail(err error) (*array.Array, error) {
+	c.failFences(err)
+	c.releaseShares()
+	return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
+}
 
-	var out *array.Array
-	var outBuf gpu.Buffer
-	var outMem *array.Memory
-	if p.outShape != nil {
-		if p.donate && p.in != nil && p.in.DType() == p.outDType && p.in.NBytes() == sizeOf(p.outShape)*p.outDType.Size() {
-			out, err = array.Wrap(s, p.outShape, p.outDType, p.in.Memory(), streams.Event{})
-		} else {
-			out, err = array.New(s, p.outShape, p.outDType)
+func (c *call) failFences(err error) {
+	for _, f := range c.fences {
+		f.Fail(err)
+	}
+}
+
+// releaseShares gives back what the call (its task) holds.
+func (c *call) releaseShares() {
+	c.hostIn.release()
+	c.hostOut.release()
+	if c.inMem != nil {
+		c.inMem.Release()
+	}
+	if c.outMem != nil {
+		c.outMem.Release()
+	}
+}
+
+// span is part i's byte range of an n-byte payload.
+func (c *call) span(i, n int) (lo, hi int) {
+	if c.parts == 1 {
+		return 0, n
+	}
+	es := c.p.desc.DType.Size()
+	lo, hi = algo.BlockRange(c.p.desc.Count, c.parts, i)
+	return lo * es, hi * es
+}
+
+// encodeInput puts the input side on the GPU stream: per part, the copy
+// into host memory (staged) and the update the task waits for. It returns
+// an Event after the last update (invalid if there is none).
+func (c *call) encodeInput() (streams.Event, error) {
+	in := c.p.in
+	if in == nil || !c.hasEvent {
+		return streams.Event{}, nil
+	}
+	s, nb := c.s, in.NBytes()
+	for i := range c.parts {
+		if c.hostIn == nil {
+			if err := c.fin.UpdateGPU(s, in); err != nil {
+				return streams.Event{}, err
+			}
+			continue
 		}
+		// The copy and the update are one unit: a failed copy skips the
+		// update and fails the fence, so the task never reads the part.
+		lo, hi := c.span(i, nb)
+		cp := gpu.Copy{Dst: c.hostIn.buf, DstOff: lo, Src: c.inMem.Buffer(), SrcOff: lo, Bytes: hi - lo}
+		release, err := c.holdForCopy(c.hostIn, c.inMem)
 		if err != nil {
-			return fail(err)
+			return streams.Event{}, err
 		}
-		outMem = out.Memory() // the task holds the memory, never the output (R16)
-		outBuf = outMem.Buffer()
-		nb := out.NBytes()
-		if !visible && nb > 0 {
-			if hostOut, err = g.staging.get(dev, nb); err != nil {
-				return fail(err)
-			}
+		if err := c.fin.UpdateGPUAfter(s, in, []gpu.Command{cp}, func(error) { release() }); err != nil {
+			return streams.Event{}, err
 		}
-		var ev streams.Event
-		for i := range parts {
-			var guard fence.Guarded
-			if i == 0 {
-				guard = weakOutput{weak.Make(out)} // a failed fence fails it, whichever wait
-			}
-			if ev, err = fout.WaitGPU(s, guard); err != nil {
-				return fail(err)
-			}
-			if hostOut != nil {
-				lo, hi := span(i, nb)
-				om := outMem
-				hostOut.refs.Add(1) // the copy-back's share
-				ev, err = s.Enqueue([]gpu.Command{gpu.Copy{Dst: outBuf, DstOff: lo, Src: hostOut.buf, SrcOff: lo, Bytes: hi - lo}}, func(error) {
-					hostOut.release()
-					runtime.KeepAlive(om) // until the copy has run
-				})
-				if err != nil {
-					hostOut.release() // the copy's share
-					return fail(err)
-				}
-			}
-		}
-		out.SetEvent(ev)
 	}
+	return s.Last(), nil
+}
 
-	in := p.in // the task keeps the input alive (R16), never the output
+// encodeOutput puts the output side on the GPU stream: per part, the wait
+// for the task's update and the copy back (staged). The output's readiness
+// is the last of them; a failed fence fails the output, whichever wait.
+func (c *call) encodeOutput() (streams.Event, error) {
+	if c.out == nil {
+		return streams.Event{}, nil
+	}
+	nb := c.out.NBytes()
+	var ev streams.Event
+	var err error
+	for i := range c.parts {
+		var guard fence.Guarded
+		if i == 0 {
+			guard = weakOutput{weak.Make(c.out)}
+		}
+		if ev, err = c.fout.WaitGPU(c.s, guard); err != nil {
+			return streams.Event{}, err
+		}
+		if c.hostOut != nil {
+			lo, hi := c.span(i, nb)
+			if err := c.enqueueCopy(gpu.Copy{Dst: c.outMem.Buffer(), DstOff: lo, Src: c.hostOut.buf, SrcOff: lo, Bytes: hi - lo},
+				c.hostOut, c.outMem, "copy output back"); err != nil {
+				return streams.Event{}, err
+			}
+			ev = c.s.Last()
+		}
+	}
+	c.out.SetEvent(ev)
+	return ev, nil
+}
+
+// holdForCopy takes the shares a staging copy holds until it has run: of
+// its staging buffer and of the array memory it reads or writes.
+func (c *call) holdForCopy(host *shared, mem *array.Memory) (release func(), err error) {
+	if err := mem.Retain(); err != nil { // cannot fail while the call holds a share
+		return nil, err
+	}
+	host.refs.Add(1)
+	return func() {
+		host.release()
+		mem.Release()
+	}, nil
+}
+
+// enqueueCopy puts a staging copy on the GPU stream, holding its shares
+// until it has run. A failed copy fails the call's fences.
+func (c *call) enqueueCopy(cp gpu.Copy, host *shared, mem *array.Memory, what string) error {
+	release, err := c.holdForCopy(host, mem)
+	if err != nil {
+		return err
+	}
+	_, err = c.s.Enqueue([]gpu.Command{cp}, func(err error) {
+		if err != nil {
+			c.failFences(fmt.Errorf("%s: %w", what, err))
+		}
+		release()
+	})
+	if err != nil {
+		release()
+	}
+	return err
+}
+
+// task is the comm stream's side (R15): per part, wait for the input
+// fence, check the input, run the collective on host bytes, raise the
+// output fence. Done gives the call's shares back and ends the fences. The
+// task holds the input's and the output's memory, never the output array
+// itself (R16).
+func (c *call) task() streams.Task {
+	g, p := c.g, c.p
 	start := time.Now()
-	task := streams.Task{Name: name, Run: func(ctx context.Context) error {
-		for _, f := range fences {
+	return streams.Task{Name: c.label.name, Run: func(ctx context.Context) error {
+		for _, f := range c.fences {
 			f.SetTimeout(g.cfg.timeout + time.Second) // the deadline counts from now
 		}
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.timeout)
 		defer cancel()
 		var inB, outB []byte
-		if in != nil {
-			inB = hostIn.bytes(inBuf, in.NBytes())
+		if c.inMem != nil {
+			inB = c.hostIn.bytes(c.inMem.Buffer(), p.in.NBytes())
 		}
-		if outBuf != nil {
-			outB = hostOut.bytes(outBuf, sizeOf(p.outShape)*p.outDType.Size())
+		if c.outMem != nil {
+			outB = c.hostOut.bytes(c.outMem.Buffer(), sizeOf(p.outShape)*p.outDType.Size())
 		}
-		for i := range parts {
-			// A failure before the algorithm runs aborts the collective,
-			// so the peers fail at once rather than at their deadline.
-			if hasEvent {
-				if err := fin.Wait(cctx); err != nil {
-					g.t.Abort(p.tag, err)
-					return err
-				}
-			}
-			// R11: an input whose producer failed after launch must not
-			// be reduced or sent as if it were data.
-			if in != nil {
-				if err := in.Err(); err != nil {
-					err = fmt.Errorf("input: %w", err)
-					g.t.Abort(p.tag, err)
-					return err
-				}
-			}
-			d, pin, pout := p.desc, inB, outB
-			if parts > 1 {
-				lo, hi := span(i, len(inB))
-				d.Part, d.Whole, d.Count = uint32(i), d.Count, (hi-lo)/d.DType.Size()
-				pin, pout = inB[lo:hi], outB[lo:hi]
-			}
-			if err := p.run(cctx, d, pin, pout); err != nil {
+		for i := range c.parts {
+			if err := c.runPart(cctx, i, inB, outB); err != nil {
 				return err
 			}
-			if p.outShape != nil {
-				if err := fout.Update(); err != nil {
-					// Released under us (the GPU side failed): the peers
-					// must not wait for this rank's next part.
-					g.t.Abort(p.tag, err)
-					return err
-				}
-			}
 		}
-		runtime.KeepAlive(outMem) // valid until the GPU side has its data
 		return nil
 	}, Done: func(err error) {
-		hostIn.release()
-		hostOut.release()
+		c.releaseShares()
 		if err != nil {
-			err = fmt.Errorf("collectives: %s: %w", label, err)
-			failAll(err)
+			err = g.closedErr(fmt.Errorf("collectives: %s: %w", c.label, err))
+			c.failFences(err)
 			g.record(err)
 		} else {
-			for _, f := range fences {
+			for _, f := range c.fences {
 				f.Release()
 			}
 		}
 		if g.cfg.trace != nil {
 			var steps []fence.Step
-			for _, f := range fences {
+			for _, f := range c.fences {
 				steps = append(steps, f.Trace()...)
 			}
-			g.cfg.trace(TraceEvent{Op: name, Rank: g.Rank(), Seq: p.desc.Seq, HasEvent: hasEvent,
+			g.cfg.trace(TraceEvent{Op: c.label.name, Rank: g.Rank(), Seq: p.desc.Seq, HasEvent: c.hasEvent,
 				Steps: steps, Elapsed: time.Since(start), Err: err})
 		}
 	}}
-	if err := g.comm.Submit(task); err != nil {
-		return fail(err)
+}
+
+// runPart is part i of the task. A failure before the algorithm runs
+// aborts the collective, so the peers fail at once rather than at their
+// deadline.
+func (c *call) runPart(ctx context.Context, i int, inB, outB []byte) error {
+	p, t := c.p, c.g.t
+	if c.hasEvent {
+		if err := c.fin.Wait(ctx); err != nil {
+			t.Abort(p.tag, err)
+			return err
+		}
 	}
-	return out, nil
+	// R11: an input whose producer failed after launch must not be reduced
+	// or sent as if it were data.
+	if p.in != nil {
+		if err := p.in.Err(); err != nil {
+			err = fmt.Errorf("input: %w", err)
+			t.Abort(p.tag, err)
+			return err
+		}
+	}
+	d, pin, pout := p.desc, inB, outB
+	if c.parts > 1 {
+		lo, hi := c.span(i, len(inB))
+		d.Part, d.Whole, d.Count = uint32(i), d.Count, (hi-lo)/d.DType.Size()
+		pin, pout = inB[lo:hi], outB[lo:hi]
+	}
+	if err := p.run(ctx, d, pin, pout); err != nil {
+		return err
+	}
+	if p.outShape != nil {
+		if err := c.fout.Update(); err != nil {
+			// Released under us (the GPU side failed): the peers must not
+			// wait for this rank's next part.
+			t.Abort(p.tag, err)
+			return err
+		}
+	}
+	return nil
 }
 
 // pipelinePart is the payload of one part of a pipeline; maxParts bounds

@@ -3,6 +3,7 @@ package collectives
 import (
 	"errors"
 
+	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -35,6 +36,17 @@ var (
 	ErrTooLarge = errors.New("payload over the configured limit")
 	// ErrBadArgument: a nil stream or array, a failed input, a bad shape.
 	ErrBadArgument = algo.ErrBadArgument
-	// ErrClosed: the group is closed.
+	// ErrClosed: the group is closed (also what a collective that was
+	// pending when its group closed fails with).
 	ErrClosed = errors.New("group closed")
+	// ErrCrossStream: the input is produced on another GPU stream and not
+	// complete yet; wait for it (or use its stream) first.
+	ErrCrossStream = fence.ErrCrossStream
+	// ErrFreed: the input's memory was freed (Array.Free) before the call.
+	ErrFreed = array.ErrFreed
+	// ErrWouldDeadlock: the call's GPU side would wait behind a GPU-side
+	// wait that needs this very call to pass: ranks of one collective share
+	// a GPU stream, or groups sharing streams are issued in different
+	// orders on different ranks (see ledger).
+	ErrWouldDeadlock = errors.New("GPU stream order would deadlock")
 )

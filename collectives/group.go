@@ -31,6 +31,7 @@ type Group struct {
 	sendSeq []uint64 // per destination
 	recvSeq []uint64 // per source
 	closed  bool
+	closing atomic.Bool // Close has begun: failures from now on match ErrClosed
 
 	errMu  sync.Mutex
 	errs   []error // failures since the last Wait
@@ -133,6 +134,7 @@ func (g *Group) Close() error {
 		return nil
 	}
 	g.closed = true
+	g.closing.Store(true)
 	g.mu.Unlock()
 	err := g.t.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.timeout)
@@ -145,6 +147,15 @@ func (g *Group) Close() error {
 		return fmt.Errorf("collectives: close group %d rank %d: %w", g.id, g.Rank(), err)
 	}
 	return nil
+}
+
+// closedErr adds ErrClosed to a failure that happened because the group
+// is closing (its transport and comm stream went away under the call).
+func (g *Group) closedErr(err error) error {
+	if err != nil && g.closing.Load() && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
 }
 
 func (g *Group) record(err error) {

@@ -113,7 +113,8 @@ func TestStagedPartsShapeMismatch(t *testing.T) {
 // is not run the same parts and meet.
 func TestPartsAcrossStagedAndVisibleDevices(t *testing.T) {
 	rt := testenv.Runtime(t)
-	gs, err := collectives.Local(rt, 2, collectives.WithTimeout(10*time.Second))
+	// 3.6 s alone under -race; the deadline leaves room for a loaded CI.
+	gs, err := collectives.Local(rt, 2, collectives.WithTimeout(40*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -32,12 +33,12 @@ func (g *Group) Split(color, key int) (*Group, error) {
 	binary.LittleEndian.PutUint64(mine, uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
 	all := make([]byte, 16*n)
-	d := algo.Desc{Kind: algo.KindAllGather, Group: g.id, Seq: seq, DType: gpu.Int64, Count: 2}
+	d := algo.Desc{Kind: algo.KindSplit, Group: g.id, Seq: seq, DType: gpu.Int64, Count: 2}
 	done := make(chan error, 1)
 	err := g.comm.Submit(streams.Task{Name: "split", Run: func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.timeout)
 		defer cancel()
-		return algo.AllGather(cctx, g.t, d, mine, all, g.cfg.algo...)
+		return algo.Split(cctx, g.t, d, mine, all, g.cfg.algo...)
 	}, Done: func(err error) { done <- err }})
 	g.mu.Unlock()
 	if err != nil {
@@ -66,10 +67,7 @@ func (g *Group) Split(color, key int) (*Group, error) {
 		}
 	}
 	slices.SortFunc(members, func(a, b member) int {
-		if a.key != b.key {
-			return a.key - b.key
-		}
-		return a.rank - b.rank
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.rank, b.rank))
 	})
 	ranks := make([]int, len(members))
 	me := -1

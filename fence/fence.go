@@ -19,7 +19,8 @@ type Input interface {
 
 // Guarded is an output a GPU-side wait protects: if the fence is released
 // by failure, Fail is called with the cause before any GPU wait passes
-// (R11). Fail must not block or call back into the fence.
+// (R11). Fail runs outside the fence's lock and a panic in it is
+// recovered; it must not block.
 type Guarded interface {
 	Fail(err error)
 }
@@ -60,7 +61,8 @@ type state struct {
 	mu         sync.Mutex
 	gpuCount   uint32
 	cpuCount   uint32
-	done       bool  // released
+	done       bool  // released (no new step is taken)
+	stopped    bool  // the stop value is stored: the words may be recycled
 	cause      error // why, for waiters; nil until released
 	pending    int   // queued GPU commands that name the words (R9)
 	returned   bool  // words handed back to the manager
@@ -131,6 +133,14 @@ func (f *Fence) Trace() []Step {
 // (R7). x may be nil. If x is produced on another stream and not yet
 // complete, UpdateGPU fails with ErrCrossStream.
 func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
+	return f.UpdateGPUAfter(s, x, nil, nil)
+}
+
+// UpdateGPUAfter is UpdateGPU with cmds enqueued just before the update, as
+// one unit: if one of them fails, the update does not run and the fence
+// fails, so the CPU side never takes the update for their completion. done,
+// if not nil, is called with their outcome before the fence hears of it.
+func (f *Fence) UpdateGPUAfter(s *streams.GPU, x Input, cmds []gpu.Command, done func(error)) error {
 	st := f.st
 	if s == nil {
 		return fmt.Errorf("fence %s: update_gpu: nil stream: %w", st, gpu.ErrBadArgument)
@@ -150,8 +160,16 @@ func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
 	st.trace = append(st.trace, Step{GPUSide, OpUpdate, v})
 	st.pending++
 	st.mu.Unlock()
-	if _, err := s.Enqueue([]gpu.Command{gpu.WriteValue{Word: st.words.gpu, Value: v}}, st.commandDone); err != nil {
-		st.commandDone(err)
+	cb := st.commandDone
+	if done != nil {
+		cb = func(err error) {
+			done(err)
+			st.commandDone(err)
+		}
+	}
+	batch := append(cmds[:len(cmds):len(cmds)], gpu.WriteValue{Word: st.words.gpu, Value: v})
+	if _, err := s.Enqueue(batch, cb); err != nil {
+		cb(err)
 		return fmt.Errorf("fence %s: update_gpu(%d): %w", st, v, err)
 	}
 	return nil
@@ -172,7 +190,7 @@ func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 		cause := st.cause
 		st.mu.Unlock()
 		if out != nil {
-			out.Fail(cause)
+			failGuarded(out, cause)
 		}
 		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: %w", st, cause)
 	}
@@ -256,7 +274,9 @@ func (f *Fence) Fail(cause error) {
 }
 
 // release implements Release and Fail: mark guarded outputs failed, store
-// the stop value once, wake CPU waiters, tell the manager.
+// the stop value once, wake CPU waiters, tell the manager. The guarded
+// outputs' Fail is user code: it runs outside the fence's lock, recovered,
+// and before the stop value lets any GPU wait pass (R11).
 func (st *state) release(cause error) {
 	st.mu.Lock()
 	if st.done {
@@ -267,23 +287,37 @@ func (st *state) release(cause error) {
 	if cause == nil && st.cpuUpdated < st.maxGPUWait {
 		cause = fmt.Errorf("released before the CPU update %d the GPU waits for", st.maxGPUWait)
 	}
+	var guarded []Guarded
 	if cause != nil {
 		st.cause = fmt.Errorf("fence %s: %w: %w", st, ErrReleased, cause)
-		for _, g := range st.guarded {
-			g.Fail(st.cause)
-		}
+		guarded = st.guarded
 	} else {
 		st.cause = fmt.Errorf("fence %s: %w", st, ErrReleased)
 	}
 	st.guarded = nil
+	failed := st.cause
+	st.mu.Unlock()
+	for _, g := range guarded {
+		failGuarded(g, failed)
+	}
 	st.words.cpu.Store(gpu.StopValue)
 	close(st.released)
+	st.mu.Lock()
+	st.stopped = true
 	idle := st.takeIdleLocked()
 	st.mu.Unlock()
 	st.mgr.forget(st)
 	if idle {
 		st.mgr.recycle(st)
 	}
+}
+
+// failGuarded calls g.Fail(err); a panic in it is recovered and dropped:
+// the fence's release must go on, and the output's failure is the cause
+// anyway.
+func failGuarded(g Guarded, err error) {
+	defer func() { _ = recover() }()
+	g.Fail(err)
 }
 
 // commandDone is the completion callback of every GPU command that names
@@ -305,7 +339,7 @@ func (st *state) commandDone(err error) {
 // takeIdleLocked reports, exactly once, that the fence is released and no
 // queued command names its words any more (R9).
 func (st *state) takeIdleLocked() bool {
-	if st.done && st.pending == 0 && !st.returned {
+	if st.stopped && st.pending == 0 && !st.returned {
 		st.returned = true
 		return true
 	}

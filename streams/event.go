@@ -28,25 +28,33 @@ func (e Event) Done() bool { return e.s == nil || e.s.completed.Load() >= e.seq 
 
 // Wait blocks until the event completes or ctx is done. It polls briefly
 // (internal/spin) and yields a few times before parking, so a completion
-// that is microseconds away costs no wake-up. Errors wrap ctx.Err() or ErrClosed when the stream closed with
-// the event unfinished.
-func (e Event) Wait(ctx context.Context) error {
-	if spin.Until(spin.Budget(), e.Done) {
+// that is microseconds away costs no wake-up. Errors wrap ctx.Err() or
+// ErrClosed when the stream closed with the event unfinished.
+func (e Event) Wait(ctx context.Context) error { return e.WaitUntil(ctx, nil) }
+
+// WaitUntil is Wait that also returns nil as soon as stop is closed (a nil
+// stop never is); the caller tells the two outcomes apart, as Array.Wait
+// does for an array that failed while its event was still pending.
+func (e Event) WaitUntil(ctx context.Context, stop <-chan struct{}) error {
+	over := func() bool { return e.Done() || closed(stop) }
+	if spin.Until(spin.Budget(), over) {
 		return nil
 	}
 	for range 8 {
 		runtime.Gosched()
-		if e.Done() {
+		if over() {
 			return nil
 		}
 	}
 	for {
 		ch := e.s.progress.Load()
-		if e.Done() {
+		if over() {
 			return nil
 		}
 		select {
 		case <-*ch:
+		case <-stop:
+			return nil
 		case <-e.s.dead:
 			if e.Done() {
 				return nil
@@ -55,5 +63,15 @@ func (e Event) Wait(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("streams: wait for event %d on %s: %w", e.seq, e.s.name, ctx.Err())
 		}
+	}
+}
+
+// closed reports whether ch is closed; a nil ch never is.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

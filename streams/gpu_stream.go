@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/gpu"
 )
@@ -24,6 +25,7 @@ type GPU struct {
 	host
 	dev gpu.Device
 	q   gpu.Queue
+	log *zap.Logger
 
 	nextSeq uint64 // under host.mu, so sequence numbers follow mailbox order
 
@@ -38,17 +40,26 @@ type GPU struct {
 }
 
 // encode is the actor message carrying one caller's commands. Its done
-// callback runs at most once, whichever path ends it.
+// callback runs at most once, whichever path ends it; a panic in it is the
+// caller's bug, logged and recovered, so the stream and the other callbacks
+// of its batch go on.
 type encode struct {
 	cmds []gpu.Command
 	done func(error)
 	seq  uint64
 	once sync.Once
+	log  *zap.Logger
 }
 
 func (e *encode) finish(err error) {
 	e.once.Do(func() {
 		if e.done != nil {
+			defer func() {
+				if r := recover(); r != nil {
+					e.log.Error("done callback of a GPU stream command panicked; recovered",
+						zap.Uint64("seq", e.seq), zap.Any("panic", r), zap.Stack("stack"))
+				}
+			}()
 			e.done(err)
 		}
 	})
@@ -68,7 +79,7 @@ func NewGPU(rt Runtime, dev gpu.Device) (*GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("streams: new gpu stream: %w", err)
 	}
-	s := &GPU{dev: dev, q: q, dead: make(chan struct{})}
+	s := &GPU{dev: dev, q: q, log: rt.Logger(), dead: make(chan struct{})}
 	ch := make(chan struct{})
 	s.progress.Store(&ch)
 	name := fmt.Sprintf("gpu-%s-%d", dev.Properties().Backend, gpuStreamCount.Add(1))
@@ -94,14 +105,16 @@ func (s *GPU) Device() gpu.Device { return s.dev }
 // (R13). done, if not nil, is called once when they have completed or
 // failed, from the backend's completion goroutine: it must not block. The
 // returned Event completes after the commands (and everything enqueued
-// before them) have.
+// before them) have. One Enqueue's commands are a unit: a command that
+// fails skips the rest of its own commands only, and fails only its own
+// done; later commands on the stream still run (gpu.Queue.SubmitUnits).
 func (s *GPU) Enqueue(cmds []gpu.Command, done func(error)) (Event, error) {
 	if err := gpu.ValidateBatch(cmds); err != nil {
 		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := &encode{cmds: cmds, done: done, seq: s.nextSeq + 1}
+	m := &encode{cmds: cmds, done: done, seq: s.nextSeq + 1, log: s.log}
 	if err := s.postLocked(m); err != nil {
 		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, err)
 	}
@@ -160,7 +173,8 @@ func (s *GPU) flush() {
 	s.flushLocked()
 }
 
-// flushLocked is flush with batchMu held.
+// flushLocked is flush with batchMu held. Each message is a unit of the
+// device batch, so a failed command fails only its own message.
 func (s *GPU) flushLocked() {
 	if len(s.pending) == 0 {
 		return
@@ -172,13 +186,20 @@ func (s *GPU) flushLocked() {
 		n += len(m.cmds)
 	}
 	cmds := make([]gpu.Command, 0, n)
-	for _, m := range msgs {
-		cmds = append(cmds, m.cmds...)
+	ends := make([]int, 0, len(msgs))
+	units := make([]int, len(msgs)) // message -> unit; -1: no commands
+	for i, m := range msgs {
+		units[i] = -1
+		if len(m.cmds) > 0 {
+			cmds = append(cmds, m.cmds...)
+			ends = append(ends, len(cmds))
+			units[i] = len(ends) - 1
+		}
 	}
 	last := msgs[len(msgs)-1].seq
 	done := func(err error) {
-		for _, m := range msgs {
-			m.finish(err)
+		for i, m := range msgs {
+			m.finish(gpu.UnitErr(err, units[i]))
 		}
 		s.complete(last)
 	}
@@ -189,8 +210,28 @@ func (s *GPU) flushLocked() {
 			done(fmt.Errorf("streams: %s: submit: %w: %v", s.name, ErrPanic, r))
 		}
 	}()
-	if err := s.q.Submit(cmds, done); err != nil {
+	err := s.q.SubmitUnits(cmds, ends, done)
+	if err != nil && len(msgs) > 1 {
+		// Refused as a whole (a bad or freed buffer in one message): submit
+		// the messages one by one, so only the bad one fails.
+		for _, m := range msgs {
+			if err := s.q.Submit(m.cmds, m.finish); err != nil {
+				m.finish(fmt.Errorf("streams: %s: submit: %w", s.name, err))
+			}
+		}
+		s.completeAfter(last)
+		return
+	}
+	if err != nil {
 		done(fmt.Errorf("streams: %s: submit: %w", s.name, err))
+	}
+}
+
+// completeAfter marks everything up to seq complete once the queue has
+// run all it was given so far.
+func (s *GPU) completeAfter(seq uint64) {
+	if err := s.q.Submit(nil, func(error) { s.complete(seq) }); err != nil {
+		s.complete(seq) // closed: nothing more will run
 	}
 }
 

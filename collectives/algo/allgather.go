@@ -15,6 +15,14 @@ func AllGather(ctx context.Context, t transport.Transport, d Desc, in, out []byt
 	return c.finish(c.allGather(in, out))
 }
 
+// Split is AllGather under its own kind (KindSplit): Group.Split gathers
+// every rank's (color, key) with it, and the match tells it apart from an
+// AllGather of the same shape called at the same position.
+func Split(ctx context.Context, t transport.Transport, d Desc, in, out []byte, opts ...Option) error {
+	c := newColl(ctx, t, d, KindSplit, opts)
+	return c.finish(c.allGather(in, out))
+}
+
 func (c *coll) allGather(in, out []byte) error {
 	if err := c.checkBasic(); err != nil {
 		return err

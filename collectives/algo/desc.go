@@ -19,15 +19,19 @@ const (
 	KindSend
 	KindRecv
 	KindBarrier
+	// KindSplit is Group.Split's exchange of (color, key): an all-gather
+	// of its own kind, so it never meets another collective's call.
+	KindSplit
 )
 
 var kindNames = [...]string{
 	KindAllReduce: "allreduce", KindAllGather: "allgather", KindReduceScatter: "reducescatter",
 	KindBroadcast: "broadcast", KindSend: "send", KindRecv: "recv", KindBarrier: "barrier",
+	KindSplit: "split",
 }
 
 func (k Kind) String() string {
-	if k >= KindAllReduce && k <= KindBarrier {
+	if k >= KindAllReduce && k <= KindSplit {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))

@@ -11,18 +11,18 @@ import (
 )
 
 // sigLen is the size of an encoded signature.
-const sigLen = 32
+const sigLen = 40
 
 // signature is what all ranks of a collective must agree on: the
-// descriptor's fields that the kind uses, and the resolved algorithm with
-// its chunking (which fix the message sizes). Fields a kind ignores are
-// zeroed, so they cannot cause a mismatch.
+// descriptor's fields that the kind uses, at their full width, and the
+// resolved algorithm with its chunking (which fix the message sizes).
+// Fields a kind ignores are zeroed, so they cannot cause a mismatch.
 type signature struct {
 	kind  Kind
 	dtype gpu.DType
 	op    reduce.Op
 	alg   uint8
-	root  int32
+	root  int64
 	count int64
 	chunk int64
 	whole int64 // Desc.Whole: the payload a part belongs to
@@ -38,7 +38,7 @@ func (c *coll) signature() signature {
 		s.op = c.d.Op
 	}
 	if c.d.Kind == KindBroadcast {
-		s.root = int32(c.d.Root)
+		s.root = int64(c.d.Root)
 	}
 	if c.alg == Ring || c.d.Kind == KindBroadcast && c.alg != Direct {
 		s.chunk = int64(c.o.ChunkBytes)
@@ -52,20 +52,20 @@ func (c *coll) signature() signature {
 func (s signature) encode() []byte {
 	b := make([]byte, sigLen)
 	b[0], b[1], b[2], b[3] = byte(s.kind), byte(s.dtype), byte(s.op), s.alg
-	binary.BigEndian.PutUint32(b[4:], uint32(s.root))
-	binary.BigEndian.PutUint64(b[8:], uint64(s.count))
-	binary.BigEndian.PutUint64(b[16:], uint64(s.chunk))
-	binary.BigEndian.PutUint64(b[24:], uint64(s.whole))
+	binary.BigEndian.PutUint64(b[8:], uint64(s.root))
+	binary.BigEndian.PutUint64(b[16:], uint64(s.count))
+	binary.BigEndian.PutUint64(b[24:], uint64(s.chunk))
+	binary.BigEndian.PutUint64(b[32:], uint64(s.whole))
 	return b
 }
 
 func decodeSig(b []byte) signature {
 	return signature{
 		kind: Kind(b[0]), dtype: gpu.DType(b[1]), op: reduce.Op(b[2]), alg: b[3],
-		root:  int32(binary.BigEndian.Uint32(b[4:])),
-		count: int64(binary.BigEndian.Uint64(b[8:])),
-		chunk: int64(binary.BigEndian.Uint64(b[16:])),
-		whole: int64(binary.BigEndian.Uint64(b[24:])),
+		root:  int64(binary.BigEndian.Uint64(b[8:])),
+		count: int64(binary.BigEndian.Uint64(b[16:])),
+		chunk: int64(binary.BigEndian.Uint64(b[24:])),
+		whole: int64(binary.BigEndian.Uint64(b[32:])),
 	}
 }
 
