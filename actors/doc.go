@@ -1,8 +1,14 @@
-// Package actors holds choreo's Runtime: the protoactor ActorSystem with
-// its log bridged into zap, the fence actor (fence.Manager) and the default
-// communication stream, both started with it, and an orderly, bounded
-// Close: release every live fence (so no GPU wait is left hanging), close
-// streams in reverse order of creation, stop the fence actor.
+// Package actors is choreo's base layer: the Runtime, one per node, with
+// its protoactor ActorSystem (protoactor's slog bridged into zap),
+// supervision defaults, signal handling, and the services attached to it.
+// It imports nothing of choreo (see internal/layers for the whole graph):
+// the layers above attach their per-runtime services here with Service
+// (the fence manager: fence.For; the default comm stream:
+// streams.DefaultComm), and their streams with Adopt.
+//
+// Close is orderly and bounded: every Releaser service lets its GPU waits
+// pass first (no GPU wait is left hanging), then the adopted streams close
+// newest first, then the services.
 //
 //	rt, err := actors.NewRuntime(actors.WithLogger(log), actors.WithSignalHandler())
 //	defer rt.Close()

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/choreo-gpu/choreo/fence"
 )
 
 // config holds a Runtime's settings.
@@ -16,7 +14,6 @@ type config struct {
 	closeTimeout time.Duration
 	signals      []os.Signal
 	onSignal     func(os.Signal)
-	fenceOpts    []fence.ManagerOption
 }
 
 // Option configures a Runtime.
@@ -56,9 +53,4 @@ func WithSignalHandler(onSignal ...func(os.Signal)) Option {
 			c.onSignal = onSignal[0]
 		}
 	}
-}
-
-// WithFenceOptions configures the fence actor.
-func WithFenceOptions(opts ...fence.ManagerOption) Option {
-	return func(c *config) { c.fenceOpts = append(c.fenceOpts, opts...) }
 }

@@ -9,31 +9,33 @@ import (
 	"sync"
 	"time"
 
+	"github.com/choreo-gpu/choreo/internal/errs"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
-
-	"github.com/choreo-gpu/choreo/fence"
-	"github.com/choreo-gpu/choreo/streams"
 )
 
 // ErrClosed: the runtime is closed or closing.
-var ErrClosed = errors.New("runtime closed")
+var ErrClosed = errs.ErrClosed
 
-// Runtime is one choreo node: an ActorSystem, its fence actor and its
-// default communication stream. Several runtimes can live in one process.
-// Close is idempotent, bounded, and returns only when the runtime's actors
-// have stopped; every method is safe for concurrent use.
+// Runtime is one choreo node: an ActorSystem with zap logging, supervision
+// defaults and signal handling, the services attached to it (the fence
+// manager, the default comm stream: see Service) and the things adopted by
+// it (streams). Several runtimes can live in one process. Close is
+// idempotent, bounded, and returns only when the runtime's actors have
+// stopped; every method is safe for concurrent use.
 type Runtime struct {
-	cfg    config
-	sys    *actor.ActorSystem
-	log    *zap.Logger
-	fences *fence.Manager
-	comm   *streams.Comm
+	cfg config
+	sys *actor.ActorSystem
+	log *zap.Logger
+
+	svcMu sync.Mutex // serialises creating services
 
 	mu        sync.Mutex
 	closing   bool
 	adopted   []adopted
+	services  []service
 	done      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -42,12 +44,11 @@ type Runtime struct {
 // adopted is something the runtime closes when it closes.
 type adopted struct {
 	name string
-	c    streams.Closer
+	c    Closer
 }
 
-// NewRuntime starts a runtime: the ActorSystem (protoactor's slog bridged
-// into the zap core of WithLogger), the fence actor and the default
-// communication stream.
+// NewRuntime starts a runtime: the ActorSystem, with protoactor's slog
+// bridged into the zap core of WithLogger. Services attach on first use.
 func NewRuntime(opts ...Option) (*Runtime, error) {
 	cfg := config{log: zap.NewNop(), closeTimeout: 10 * time.Second}
 	for _, o := range opts {
@@ -60,15 +61,6 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	bridge := slog.New(zapslog.NewHandler(log.Named("protoactor").Core()))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return bridge }))
 	r := &Runtime{cfg: cfg, sys: sys, log: log, done: make(chan struct{})}
-	var err error
-	if r.fences, err = fence.NewManager(r, cfg.fenceOpts...); err != nil {
-		sys.Shutdown()
-		return nil, fmt.Errorf("actors: new runtime: %w", err)
-	}
-	if r.comm, err = streams.NewComm(r, "default"); err != nil {
-		_ = r.Close()
-		return nil, fmt.Errorf("actors: new runtime: %w", err)
-	}
 	if len(cfg.signals) > 0 {
 		r.watchSignals()
 	}
@@ -82,18 +74,12 @@ func (r *Runtime) ActorSystem() *actor.ActorSystem { return r.sys }
 // Logger is the runtime's logger.
 func (r *Runtime) Logger() *zap.Logger { return r.log }
 
-// Fences is the runtime's fence actor.
-func (r *Runtime) Fences() *fence.Manager { return r.fences }
-
-// Comm is the runtime's default communication stream.
-func (r *Runtime) Comm() *streams.Comm { return r.comm }
-
 // Done is closed once Close has finished.
 func (r *Runtime) Done() <-chan struct{} { return r.done }
 
 // Adopt registers c to be closed when the runtime closes, in reverse order
 // of adoption. It fails with ErrClosed once the runtime is closing.
-func (r *Runtime) Adopt(name string, c streams.Closer) error {
+func (r *Runtime) Adopt(name string, c Closer) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
@@ -110,9 +96,9 @@ func (r *Runtime) Closed() bool {
 	return r.closing
 }
 
-// Close releases every live fence, closes the streams (newest first) and
-// stops the fence actor, within the close timeout (WithCloseTimeout). Errors
-// of the parts are joined.
+// Close lets every GPU wait pass (each Releaser service's ReleaseAll), closes
+// what it adopted (newest first), then the services (newest first), within
+// the close timeout (WithCloseTimeout). Errors of the parts are joined.
 func (r *Runtime) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.closeTimeout)
 	defer cancel()
@@ -124,9 +110,12 @@ func (r *Runtime) close(ctx context.Context) error {
 		r.mu.Lock()
 		r.closing = true
 		parts := slices.Clone(r.adopted)
+		for _, s := range r.services {
+			parts = append([]adopted{{s.key.Name, s.c}}, parts...) // closed after the adopted
+		}
 		r.mu.Unlock()
 		var errs []error
-		n := r.fences.ReleaseAll(ErrClosed) // first: let every GPU wait pass
+		n := r.releaseAll(ErrClosed) // first: let every GPU wait pass
 		for i := len(parts) - 1; i >= 0; i-- {
 			t0 := time.Now()
 			err := parts[i].c.Close(ctx)
@@ -134,9 +123,6 @@ func (r *Runtime) close(ctx context.Context) error {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", parts[i].name, err))
 			}
-		}
-		if err := r.fences.Close(ctx); err != nil {
-			errs = append(errs, err)
 		}
 		r.sys.Shutdown()
 		if len(errs) > 0 {

@@ -25,16 +25,16 @@ import (
 func TestTwoRuntimesInOneProcess(t *testing.T) {
 	a := testenv.Runtime(t)
 	b := testenv.Runtime(t)
-	if a.Fences() == b.Fences() || a.Comm() == b.Comm() {
+	if manager(t, a) == manager(t, b) || defaultComm(t, a) == defaultComm(t, b) {
 		t.Fatal("runtimes share state")
 	}
 	dev := testenv.Device(t)
-	f, err := a.Fences().New(dev)
+	f, err := manager(t, a).New(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Fences().Live() != 0 || a.Fences().Live() != 1 {
-		t.Fatalf("live fences: a=%d b=%d", a.Fences().Live(), b.Fences().Live())
+	if manager(t, b).Live() != 0 || manager(t, a).Live() != 1 {
+		t.Fatalf("live fences: a=%d b=%d", manager(t, a).Live(), manager(t, b).Live())
 	}
 	f.Release()
 }
@@ -72,8 +72,8 @@ func TestCloseIsIdempotentAndRefusesNewWork(t *testing.T) {
 	if _, err := streams.NewGPU(rt, dev); !errors.Is(err, actors.ErrClosed) {
 		t.Fatalf("new stream on closed runtime: %v", err)
 	}
-	if _, err := rt.Fences().New(dev); !errors.Is(err, fence.ErrClosed) {
-		t.Fatalf("new fence on closed runtime: %v", err)
+	if _, err := fence.For(rt); !errors.Is(err, actors.ErrClosed) {
+		t.Fatalf("fence manager of a closed runtime: %v", err)
 	}
 }
 
@@ -158,7 +158,11 @@ func signalChild() {
 	if s, err = streams.NewGPU(rt, dev); err != nil {
 		panic(err)
 	}
-	if f, err = rt.Fences().New(dev, fence.WithTimeout(time.Hour)); err != nil {
+	mgr, err := fence.For(rt)
+	if err != nil {
+		panic(err)
+	}
+	if f, err = mgr.New(dev, fence.WithTimeout(time.Hour)); err != nil {
 		panic(err)
 	}
 	out, _ = array.New(s, []int{4}, array.Float32)

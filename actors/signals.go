@@ -37,7 +37,7 @@ func (r *Runtime) watchSignals() {
 				case <-handled:
 				}
 			}()
-			n := r.fences.ReleaseAll(ErrSignal)
+			n := r.releaseAll(ErrSignal)
 			r.log.Warn("signal: released every live fence", zap.String("signal", sig.String()), zap.Int("fences", n))
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.closeTimeout)
 			_ = r.close(ctx)

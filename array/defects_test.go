@@ -69,8 +69,11 @@ func TestNilStreamsAreErrors(t *testing.T) {
 		"add":   func() error { _, err := array.Add(nil, x, x); return err },
 		"scale": func() error { _, err := array.Scale(nil, x, 2); return err },
 		"copy":  func() error { _, err := array.Copy(nil, x); return err },
-		"wrap":  func() error { _, err := array.Wrap(nil, []int{4}, array.Float32, x.Memory(), streams.Event{}); return err },
-		"full":  func() error { _, err := array.Full(nil, []int{4}, array.Float32, 1); return err },
+		"wrap": func() error {
+			_, err := array.Wrap(nil, []int{4}, array.Float32, x.Memory(), streams.Event{})
+			return err
+		},
+		"full": func() error { _, err := array.Full(nil, []int{4}, array.Float32, 1); return err },
 	} {
 		if err := f(); !errors.Is(err, gpu.ErrBadArgument) {
 			t.Errorf("%s with a nil stream: %v, want ErrBadArgument", name, err)

@@ -1,6 +1,10 @@
 package array
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/choreo-gpu/choreo/internal/errs"
+)
 
 // Sentinel errors of the array layer.
 var (
@@ -11,7 +15,7 @@ var (
 	// ErrFailed: the array's producer failed; the cause is wrapped as well.
 	ErrFailed = errors.New("array failed")
 	// ErrTooLarge: a shape has more elements than an array may hold.
-	ErrTooLarge = errors.New("too large")
+	ErrTooLarge = errs.ErrTooLarge
 	// ErrFreed: the array's memory was freed (Array.Free) before this use.
 	ErrFreed = errors.New("array freed")
 )

@@ -20,7 +20,8 @@ type plan struct {
 	tag      transport.Tag // the whole collective, for Abort
 	s        *streams.GPU
 	in       *array.Array // nil for Recv
-	outShape []int        // nil for Send
+	outShape []int        // the output's shape; [] is a scalar
+	hasOut   bool         // false for Send: no output
 	outDType gpu.DType
 	donate   bool
 	p2p      bool // sequence numbers per peer pair, not per group
@@ -163,7 +164,7 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		c.releaseShares()
 		return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
 	}
-	side, err := inflight.enter(p.tag, g.Rank(), c.s, c.hasEvent, p.outShape != nil)
+	side, err := inflight.enter(p.tag, g.Rank(), c.s, c.hasEvent, p.hasOut)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -201,7 +202,7 @@ func (c *call) allocate() error {
 			}
 		}
 	}
-	if p.outShape == nil {
+	if !p.hasOut {
 		return nil
 	}
 	var err error
@@ -233,7 +234,7 @@ func (c *call) newFences() error {
 	g := c.g
 	queued := time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)
 	newFence := func() (*fence.Fence, error) {
-		return g.rt.Fences().New(c.dev, fence.WithTimeout(queued), fence.WithName(c.label.name),
+		return g.fences.New(c.dev, fence.WithTimeout(queued), fence.WithName(c.label.name),
 			fence.WithoutCleanup()) // the task's Done ends it on every path
 	}
 	var err error
@@ -459,7 +460,7 @@ func (c *call) runPart(ctx context.Context, i int, inB, outB []byte) error {
 	if err := p.run(ctx, d, pin, pout); err != nil {
 		return err
 	}
-	if p.outShape != nil {
+	if p.hasOut {
 		if err := c.fout.Update(); err != nil {
 			// Released under us (the GPU side failed): the peers must not
 			// wait for this rank's next part.
@@ -491,7 +492,7 @@ const (
 // meet in the first match, which fails with ErrShapeMismatch
 // (algo.Desc.Whole).
 func pipelineParts(p plan) int {
-	if p.desc.Kind != algo.KindAllReduce || p.in == nil || p.outShape == nil {
+	if p.desc.Kind != algo.KindAllReduce || p.in == nil || !p.hasOut {
 		return 1
 	}
 	return max(1, min(maxParts, p.desc.Count*p.desc.DType.Size()/pipelinePart, p.desc.Count))

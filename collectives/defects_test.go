@@ -353,3 +353,32 @@ func TestSplitExtremeKeys(t *testing.T) {
 		}
 	}
 }
+
+// A scalar (a shape of no dimensions: one element) is an output like any
+// other: all-reduce and recv return an array, not nothing.
+func TestScalarOutputs(t *testing.T) {
+	w := newWorld(t, 2)
+	var ys []*array.Array
+	for r, g := range w.groups {
+		x, _ := array.Full(w.s[r], nil, array.Float32, 1)
+		y, err := g.AllReduce(w.s[r], x, collectives.Sum)
+		if err != nil || y == nil {
+			t.Fatalf("rank %d: %v %v", r, y, err)
+		}
+		ys = append(ys, y)
+	}
+	x, _ := array.Full(w.s[0], nil, array.Float32, 5)
+	if err := w.groups[0].Send(w.s[0], x, 1); err != nil {
+		t.Fatal(err)
+	}
+	z, err := w.groups[1].Recv(w.s[1], nil, array.Float32, 0)
+	if err != nil || z == nil {
+		t.Fatalf("recv of a scalar: %v %v", z, err)
+	}
+	for i, want := range []float32{2, 2, 5} {
+		v, err := array.ToSlice[float32](bounded(t, 10*time.Second), append(ys, z)[i])
+		if err != nil || len(v) != 1 || v[0] != want {
+			t.Fatalf("output %d: %v %v, want [%v]", i, v, err, want)
+		}
+	}
+}

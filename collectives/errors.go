@@ -3,6 +3,8 @@ package collectives
 import (
 	"errors"
 
+	"github.com/choreo-gpu/choreo/internal/errs"
+
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/collectives/reduce"
@@ -33,12 +35,12 @@ var (
 	// every failed output matches it.
 	ErrReleased = fence.ErrReleased
 	// ErrTooLarge: a payload over the group's configured limit (R18).
-	ErrTooLarge = errors.New("payload over the configured limit")
+	ErrTooLarge = errs.ErrTooLarge
 	// ErrBadArgument: a nil stream or array, a failed input, a bad shape.
 	ErrBadArgument = algo.ErrBadArgument
 	// ErrClosed: the group is closed (also what a collective that was
 	// pending when its group closed fails with).
-	ErrClosed = errors.New("group closed")
+	ErrClosed = errs.ErrClosed
 	// ErrCrossStream: the input is produced on another GPU stream and not
 	// complete yet; wait for it (or use its stream) first.
 	ErrCrossStream = fence.ErrCrossStream

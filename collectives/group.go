@@ -10,6 +10,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/fence"
 	"github.com/choreo-gpu/choreo/streams"
 )
 
@@ -20,11 +21,12 @@ import (
 // of a group owns its communication stream (R12). Methods are safe for
 // concurrent use.
 type Group struct {
-	rt   *actors.Runtime
-	t    transport.Transport
-	comm *streams.Comm
-	id   uint64
-	cfg  config
+	rt     *actors.Runtime
+	fences *fence.Manager
+	t      transport.Transport
+	comm   *streams.Comm
+	id     uint64
+	cfg    config
 
 	mu      sync.Mutex // call order: sequence numbers and comm submission
 	seq     uint64
@@ -44,11 +46,15 @@ var groupIDs atomic.Uint64
 
 // newGroup makes a rank's group over t with its own communication stream.
 func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) (*Group, error) {
+	fences, err := fence.For(rt)
+	if err != nil {
+		return nil, fmt.Errorf("collectives: group %d rank %d: %w", id, t.Rank(), err)
+	}
 	comm, err := streams.NewComm(rt, fmt.Sprintf("g%d-r%d", id, t.Rank()))
 	if err != nil {
 		return nil, fmt.Errorf("collectives: group %d rank %d: %w", id, t.Rank(), err)
 	}
-	return &Group{rt: rt, t: t, comm: comm, id: id, cfg: cfg,
+	return &Group{rt: rt, fences: fences, t: t, comm: comm, id: id, cfg: cfg,
 		sendSeq: make([]uint64, t.Size()), recvSeq: make([]uint64, t.Size())}, nil
 }
 

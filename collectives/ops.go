@@ -41,7 +41,7 @@ func (g *Group) AllReduce(s *streams.GPU, x *array.Array, op Op, opts ...CallOpt
 	d := descOf(algo.KindAllReduce, x)
 	d.Op = op
 	algoOpts := g.cfg.algo
-	return g.launch(plan{desc: d, s: s, in: x, outShape: x.Shape(), outDType: x.DType(), donate: callConf(opts).donate,
+	return g.launch(plan{desc: d, s: s, in: x, hasOut: true, outShape: x.Shape(), outDType: x.DType(), donate: callConf(opts).donate,
 		run: func(ctx context.Context, d algo.Desc, in, out []byte) error {
 			return algo.AllReduce(ctx, g.t, d, in, out, algoOpts...)
 		}})
@@ -55,7 +55,7 @@ func (g *Group) AllGather(s *streams.GPU, x *array.Array) (*array.Array, error) 
 	}
 	algoOpts := g.cfg.algo
 	return g.launch(plan{desc: descOf(algo.KindAllGather, x), s: s, in: x,
-		outShape: append([]int{g.Size()}, x.Shape()...), outDType: x.DType(),
+		hasOut: true, outShape: append([]int{g.Size()}, x.Shape()...), outDType: x.DType(),
 		run: func(ctx context.Context, d algo.Desc, in, out []byte) error {
 			return algo.AllGather(ctx, g.t, d, in, out, algoOpts...)
 		}})
@@ -73,7 +73,7 @@ func (g *Group) ReduceScatter(s *streams.GPU, x *array.Array, op Op) (*array.Arr
 	d.Op = op
 	lo, hi := algo.BlockRange(x.Size(), g.Size(), g.Rank())
 	algoOpts := g.cfg.algo
-	return g.launch(plan{desc: d, s: s, in: x, outShape: []int{hi - lo}, outDType: x.DType(),
+	return g.launch(plan{desc: d, s: s, in: x, hasOut: true, outShape: []int{hi - lo}, outDType: x.DType(),
 		run: func(ctx context.Context, d algo.Desc, in, out []byte) error {
 			return algo.ReduceScatter(ctx, g.t, d, in, out, algoOpts...)
 		}})
@@ -88,7 +88,7 @@ func (g *Group) Broadcast(s *streams.GPU, x *array.Array, root int) (*array.Arra
 	d := descOf(algo.KindBroadcast, x)
 	d.Root = root
 	algoOpts := g.cfg.algo
-	return g.launch(plan{desc: d, s: s, in: x, outShape: x.Shape(), outDType: x.DType(),
+	return g.launch(plan{desc: d, s: s, in: x, hasOut: true, outShape: x.Shape(), outDType: x.DType(),
 		run: func(ctx context.Context, d algo.Desc, in, out []byte) error {
 			copy(out, in)
 			return algo.Broadcast(ctx, g.t, d, out, algoOpts...)
@@ -125,7 +125,7 @@ func (g *Group) Recv(s *streams.GPU, shape []int, dt gpu.DType, src int) (*array
 	}
 	d := algo.Desc{Kind: algo.KindRecv, DType: dt, Count: sizeOf(shape), Peer: src}
 	algoOpts := g.cfg.algo
-	return g.launch(plan{desc: d, s: s, outShape: slices.Clone(shape), outDType: dt, p2p: true,
+	return g.launch(plan{desc: d, s: s, hasOut: true, outShape: slices.Clone(shape), outDType: dt, p2p: true,
 		run: func(ctx context.Context, d algo.Desc, _, out []byte) error {
 			return algo.Recv(ctx, g.t, d, out, algoOpts...)
 		}})

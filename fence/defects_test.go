@@ -19,7 +19,7 @@ func (p panicky) Fail(error) {
 // runtime still close.
 func TestPanickingGuardDoesNotWedge(t *testing.T) {
 	r := newRig(t)
-	f, err := r.rt.Fences().New(r.dev)
+	f, err := manager(t, r.rt).New(r.dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestPanickingGuardDoesNotWedge(t *testing.T) {
 	if err := ev.Wait(bounded(t, 5*time.Second)); err != nil {
 		t.Fatalf("the GPU wait did not pass: %v", err)
 	}
-	g, err := r.rt.Fences().New(r.dev)
+	g, err := manager(t, r.rt).New(r.dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestPanickingGuardDoesNotWedge(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan int, 1)
-	go func() { done <- r.rt.Fences().ReleaseAll(errors.New("all")) }()
+	go func() { done <- manager(t, r.rt).ReleaseAll(errors.New("all")) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):

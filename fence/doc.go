@@ -1,8 +1,10 @@
 // Package fence joins a GPU stream and a communication stream (DESIGN
-// sections 1-2, R1-R11). One fence actor per runtime (the Manager) owns
-// every fence word and hands out one *Fence per choreography:
+// sections 1-2, R1-R11). One fence actor per runtime (the Manager, a
+// service of the runtime: fence.For(rt)) owns every fence word and hands
+// out one *Fence per choreography. It imports actors, streams and gpu.
 //
-//	f, err := rt.Fences().New(dev, fence.WithDeadline(time.Now().Add(time.Minute)))
+//	fences, err := fence.For(rt)
+//	f, err := fences.New(dev, fence.WithDeadline(time.Now().Add(time.Minute)))
 //	f.UpdateGPU(s, x)   // GPU: once x is written, raise the GPU word
 //	f.WaitGPU(s, out)   // GPU: hold later work until the CPU word is reached
 //	go task: f.Wait(ctx); ... collective ...; f.Update(); f.Release()

@@ -11,8 +11,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/streams"
 )
 
 // Manager is the handle of the fence actor: one per runtime. The actor owns
@@ -64,8 +64,37 @@ type (
 	}
 )
 
-// NewManager starts the fence actor in rt.
-func NewManager(rt streams.Runtime, opts ...ManagerOption) (*Manager, error) {
+// managerKey names the fence manager among a runtime's services.
+var managerKey = &actors.ServiceKey{Name: "fence manager"}
+
+// For returns rt's fence manager, starting it with the default settings on
+// first use. It closes with the runtime, after the streams.
+func For(rt *actors.Runtime) (*Manager, error) {
+	if rt == nil {
+		return nil, fmt.Errorf("fence: nil runtime: %w", gpu.ErrBadArgument)
+	}
+	return actors.Service(rt, managerKey, func(rt *actors.Runtime) (*Manager, error) { return newManager(rt) })
+}
+
+// Start starts rt's fence manager with opts. It fails if the manager is
+// already running (For started it, or Start was called before).
+func Start(rt *actors.Runtime, opts ...ManagerOption) (*Manager, error) {
+	if rt == nil {
+		return nil, fmt.Errorf("fence: nil runtime: %w", gpu.ErrBadArgument)
+	}
+	created := false
+	m, err := actors.Service(rt, managerKey, func(rt *actors.Runtime) (*Manager, error) {
+		created = true
+		return newManager(rt, opts...)
+	})
+	if err == nil && !created {
+		return nil, fmt.Errorf("fence: start: the runtime's fence manager is already running: %w", gpu.ErrBadArgument)
+	}
+	return m, err
+}
+
+// newManager starts the fence actor in rt.
+func newManager(rt *actors.Runtime, opts ...ManagerOption) (*Manager, error) {
 	cfg := config{deadline: time.Minute, tick: 10 * time.Millisecond, poolSize: 32}
 	for _, o := range opts {
 		o(&cfg)

@@ -1,6 +1,10 @@
 package gpu
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/choreo-gpu/choreo/internal/errs"
+)
 
 // Sentinel errors of the device layer; backends wrap them with their origin
 // ("sim: fill: ...") so callers test them with errors.Is.
@@ -8,10 +12,10 @@ var (
 	// ErrNoBackend: the named backend is not registered or cannot run on this machine.
 	ErrNoBackend = errors.New("backend not available")
 	// ErrClosed: the device, queue or buffer was closed or freed.
-	ErrClosed = errors.New("closed")
+	ErrClosed = errs.ErrClosed
 	// ErrBadArgument: a command or call had a bad argument (nil buffer, out of
 	// range, wrong dtype, size mismatch).
-	ErrBadArgument = errors.New("bad argument")
+	ErrBadArgument = errs.ErrBadArgument
 	// ErrCanceled: a CPU-side wait was called off through its cancel channel.
 	ErrCanceled = errors.New("wait canceled")
 	// ErrOutOfMemory: an allocation could not be satisfied.

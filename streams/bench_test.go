@@ -40,6 +40,7 @@ func BenchmarkGPUStreamCommands(b *testing.B) {
 // BenchmarkCommTasks: empty tasks through the communication stream.
 func BenchmarkCommTasks(b *testing.B) {
 	rt := testenv.Runtime(b)
+	comm := defaultComm(b, rt)
 	done := make(chan struct{})
 	b.ResetTimer()
 	start := time.Now()
@@ -48,7 +49,7 @@ func BenchmarkCommTasks(b *testing.B) {
 		if i == b.N-1 {
 			t.Done = func(error) { close(done) }
 		}
-		if err := rt.Comm().Submit(t); err != nil {
+		if err := comm.Submit(t); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,12 +2,14 @@ package streams
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/gpu"
 )
 
 // Comm is the handle of a communication stream: a CPU actor that runs tasks
@@ -56,9 +58,22 @@ var commStreamCount atomic.Uint64
 
 // NewComm starts a communication stream actor. The runtime closes it when it
 // closes.
-func NewComm(rt Runtime, name string) (*Comm, error) {
+func NewComm(rt *actors.Runtime, name string) (*Comm, error) {
+	c, err := startComm(rt, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Adopt(c.name, c); err != nil {
+		_ = c.Close(context.Background())
+		return nil, fmt.Errorf("streams: new comm stream: %w", err)
+	}
+	return c, nil
+}
+
+// startComm starts a communication stream actor that nothing closes yet.
+func startComm(rt *actors.Runtime, name string) (*Comm, error) {
 	if rt == nil {
-		return nil, errors.New("streams: new comm stream: nil runtime")
+		return nil, fmt.Errorf("streams: new comm stream: nil runtime: %w", gpu.ErrBadArgument)
 	}
 	c := &Comm{}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -67,11 +82,19 @@ func NewComm(rt Runtime, name string) (*Comm, error) {
 		c.cancel()
 		return nil, err
 	}
-	if err := rt.Adopt(c.name, c); err != nil {
-		_ = c.Close(context.Background())
-		return nil, fmt.Errorf("streams: new comm stream: %w", err)
-	}
 	return c, nil
+}
+
+// defaultCommKey names the default comm stream among a runtime's services.
+var defaultCommKey = &actors.ServiceKey{Name: "default comm stream"}
+
+// DefaultComm is the runtime's default communication stream, started on
+// first use and closed with the runtime.
+func DefaultComm(rt *actors.Runtime) (*Comm, error) {
+	if rt == nil {
+		return nil, fmt.Errorf("streams: default comm stream: nil runtime: %w", gpu.ErrBadArgument)
+	}
+	return actors.Service(rt, defaultCommKey, func(rt *actors.Runtime) (*Comm, error) { return startComm(rt, "default") })
 }
 
 // Name is the stream's actor name.

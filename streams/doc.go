@@ -10,4 +10,7 @@
 //
 // Both are protoactor actors supervised by a strategy that turns a panic
 // into an error on the message being processed and resumes the actor.
+// They live on an actors.Runtime (which closes them); the runtime's
+// default comm stream is streams.DefaultComm(rt). The package imports
+// actors, gpu and internal/spin.
 package streams

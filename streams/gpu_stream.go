@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/choreo-gpu/choreo/actors"
 	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/gpu"
@@ -71,7 +73,7 @@ var gpuStreamCount atomic.Uint64
 
 // NewGPU starts a GPU stream actor with a new queue on dev. The runtime
 // closes the stream when it closes.
-func NewGPU(rt Runtime, dev gpu.Device) (*GPU, error) {
+func NewGPU(rt *actors.Runtime, dev gpu.Device) (*GPU, error) {
 	if rt == nil || dev == nil {
 		return nil, fmt.Errorf("streams: new gpu stream: nil runtime or device: %w", gpu.ErrBadArgument)
 	}

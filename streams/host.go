@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/choreo-gpu/choreo/actors"
 )
 
 // host is what both stream actors share: the actor's name and PID, its own
@@ -26,7 +28,7 @@ type host struct {
 
 // spawn starts the actor made by producer under h.name, with the panic
 // strategy and h's own dispatcher added to opts.
-func (h *host) spawn(rt Runtime, name string, producer func() actor.Actor, opts ...actor.PropsOption) error {
+func (h *host) spawn(rt *actors.Runtime, name string, producer func() actor.Actor, opts ...actor.PropsOption) error {
 	h.name, h.sys = name, rt.ActorSystem()
 	h.disp, h.stopped = newOwnDispatcher(), make(chan struct{})
 	opts = append(opts, actor.WithGuardian(panicStrategy{log: rt.Logger()}), actor.WithDispatcher(h.disp))

@@ -1,7 +1,7 @@
 package algo
 
 import (
-	"errors"
+	"github.com/choreo-gpu/choreo/internal/errs"
 
 	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -12,13 +12,13 @@ import (
 var (
 	// ErrMismatch: the ranks called different collectives at the same
 	// sequence number (kind, op, root, algorithm options differ).
-	ErrMismatch = errors.New("collective mismatch across ranks")
+	ErrMismatch = errs.ErrMismatch
 	// ErrShapeMismatch: the ranks disagree on count or dtype. Errors
 	// wrapping it also wrap ErrMismatch.
-	ErrShapeMismatch = errors.New("shape mismatch across ranks")
+	ErrShapeMismatch = errs.ErrShapeMismatch
 	// ErrBadArgument: a descriptor or buffer the caller gave is invalid
 	// (dtype, count, buffer length, root or peer out of range, kind).
-	ErrBadArgument = errors.New("bad argument")
+	ErrBadArgument = errs.ErrBadArgument
 	// ErrBadOp is reduce.ErrBadOp: an unknown reduce op.
 	ErrBadOp = reduce.ErrBadOp
 	// ErrBadPeer is transport.ErrBadPeer: a point-to-point peer out of

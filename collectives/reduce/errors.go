@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/choreo-gpu/choreo/internal/errs"
+
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
@@ -14,7 +16,7 @@ var (
 	ErrBadOp = errors.New("bad op")
 	// ErrBadArgument: invalid dtype, buffer lengths that differ or are not a
 	// multiple of the element size, no sources, or overlapping buffers.
-	ErrBadArgument = errors.New("bad argument")
+	ErrBadArgument = errs.ErrBadArgument
 )
 
 // badArg returns "reduce: <op> <dtype>: <msg>: bad argument".

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/choreo-gpu/choreo/internal/errs"
 )
 
 // Sentinel errors. Every error a Transport returns wraps one of them (or
@@ -11,22 +13,22 @@ import (
 // so callers test them with errors.Is.
 var (
 	// ErrPeerLost: the peer closed, died or became unreachable.
-	ErrPeerLost = errors.New("peer lost")
+	ErrPeerLost = errs.ErrPeerLost
 	// ErrAborted: the collective (Group, Seq) was aborted by some rank;
 	// errors.As with *AbortError gives the origin rank and the cause.
-	ErrAborted = errors.New("aborted")
+	ErrAborted = errs.ErrAborted
 	// ErrClosed: this endpoint was closed.
-	ErrClosed = errors.New("transport closed")
+	ErrClosed = errs.ErrClosed
 	// ErrSizeMismatch: a message's size differs from the receive buffer's.
 	ErrSizeMismatch = errors.New("message size mismatch")
 	// ErrBadPeer: a peer rank out of range, or this rank itself.
 	ErrBadPeer = errors.New("bad peer rank")
 	// ErrTimeout: the context's deadline passed; such errors also wrap
 	// context.DeadlineExceeded.
-	ErrTimeout = errors.New("timeout")
+	ErrTimeout = errs.ErrTimeout
 	// ErrBadArgument: a call had a malformed argument (for example the same
 	// rank exposing twice under one tag).
-	ErrBadArgument = errors.New("bad argument")
+	ErrBadArgument = errs.ErrBadArgument
 )
 
 // AbortError is the error an operation fails with when its collective was

@@ -1,0 +1,23 @@
+// Package layers holds the module's intended import graph and the test
+// that keeps the code to it. Imports point one way, base first; a package
+// may import only packages of a lower layer:
+//
+//	0  internal/errs, internal/spin, gpu/half   leaves: sentinels, spinning, half floats
+//	1  gpu                                      the device interfaces, the command set
+//	2  metalshader                              Metal kernel sources
+//	3  gpu/sim, gpu/cuda, gpu/metal, gpu/gputest, internal/darwincheck
+//	4  actors                                   the base: ActorSystem, zap, services, signals
+//	5  streams                                  GPU and comm stream actors
+//	6  fence                                    the fence manager (a runtime service) and Fence
+//	7  array                                    arrays on streams
+//	8  collectives/reduce, collectives/transport
+//	9  collectives/algo, collectives/transport/transporttest
+//	10 collectives                              Group, the ops as choreographies
+//	11 choreotest, internal/testenv              test kits
+//	12 cmd/...                                  programs
+//
+// Services a runtime needs per system (the fence manager, the default comm
+// stream) attach to actors.Runtime through actors.Service, so the base
+// imports none of them. The test fails when an import points sideways or
+// up, and when a package is not placed in a layer.
+package layers

@@ -1,0 +1,106 @@
+package layers
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/choreo-gpu/choreo/"
+
+// layer is each package's place in the import graph (see doc.go).
+var layer = map[string]int{
+	"internal/errs": 0, "internal/spin": 0, "gpu/half": 0, "internal/layers": 0,
+	"gpu":         1,
+	"metalshader": 2,
+	"gpu/sim":     3, "gpu/cuda": 3, "gpu/metal": 3, "gpu/gputest": 3, "internal/darwincheck": 3,
+	"actors":             4,
+	"streams":            5,
+	"fence":              6,
+	"array":              7,
+	"collectives/reduce": 8, "collectives/transport": 8,
+	"collectives/algo": 9, "collectives/transport/transporttest": 9,
+	"collectives": 10,
+	"choreotest":  11, "internal/testenv": 11,
+}
+
+// place is a package's layer; every cmd/ program is on top.
+func place(pkg string) (int, bool) {
+	if strings.HasPrefix(pkg, "cmd/") {
+		return 12, true
+	}
+	if strings.HasPrefix(pkg, "internal/pool") { // helpers of the lower layers
+		return 0, true
+	}
+	l, ok := layer[pkg]
+	return l, ok
+}
+
+// TestImportsPointDown parses every non-test Go file of the module (all
+// build tags alike) and checks each import of a module package against
+// the layers.
+func TestImportsPointDown(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		pkg := filepath.ToSlash(rel)
+		from, ok := place(pkg)
+		if !ok {
+			t.Errorf("%s: package %s has no layer: place it in internal/layers (doc.go and layer)", path, pkg)
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.HasPrefix(p, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(p, module)
+			to, ok := place(dep)
+			if !ok {
+				t.Errorf("%s imports %s, which has no layer", path, dep)
+				continue
+			}
+			checked++
+			if to >= from {
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports must point down", rel+"/"+filepath.Base(path), from, dep, to)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("no import checked: the walk found no code")
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("root %s is not the module: %v", root, err)
+	}
+}
