@@ -14,6 +14,15 @@ func BenchmarkUntilReady(b *testing.B) {
 	}
 }
 
+// BenchmarkUntilPolls is the cost of a wait that polls 1000 times: the
+// loop's own overhead per poll, without a second goroutine.
+func BenchmarkUntilPolls(b *testing.B) {
+	for b.Loop() {
+		n := 0
+		Until(time.Second, func() bool { n++; return n == 1000 })
+	}
+}
+
 // BenchmarkUntilHandoff is a ping-pong between two goroutines that each
 // poll (up to 50 us) for the other's store before parking on a channel.
 func BenchmarkUntilHandoff(b *testing.B) {
