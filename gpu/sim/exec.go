@@ -250,7 +250,7 @@ func (q *queue) waitValue(i int, w *word, v uint32) error {
 	q.waitAt.Store(int64(i))
 	defer q.waitAt.Store(int64(i) + 1)
 	if !w.reached(v) {
-		spinUntil(func() bool { return w.reached(v) || w.freed.Load() || q.aborted.Load() })
+		waitSpin.Until(func() bool { return w.reached(v) || w.freed.Load() || q.aborted.Load() })
 	}
 	for !w.reached(v) {
 		if w.freed.Load() {

@@ -157,7 +157,7 @@ func (q *queue) work() {
 			// Poll briefly, then park. Whoever turns us busy (Submit, Close)
 			// clears idle and sends exactly one token, so the receive below
 			// returns soon after the poll saw new work, or parks until then.
-			spinUntil(func() bool { return q.seq.Load() != seq })
+			waitSpin.Until(func() bool { return q.seq.Load() != seq })
 			<-q.wakeCh
 			q.mu.Lock()
 		}

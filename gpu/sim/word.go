@@ -7,7 +7,18 @@ import (
 	"sync/atomic"
 
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
+
+// waitSpin is how a sim waiter (a fence wait on the CPU or on a queue, an
+// idle queue) polls before it parks: 16 plain polls, then 4 after
+// runtime.Gosched, which lets the goroutine that will write the word run.
+// Waking a parked goroutine costs more than a fence round trip should, so
+// waiters poll on any number of processors (unlike spin.Budget); the spin
+// is short because sim goroutines (every rank's queue, comm and stream
+// goroutines) outnumber the cores, and a longer one takes the processor
+// from the goroutines doing the work.
+var waitSpin = spin.Policy{Polls: 16, Yields: 4}
 
 // word is a sim gpu.FenceWord: an atomic uint32 plus a wake-up that every
 // write (Store, WriteValue, Reset, Free) fires. Waiters, on the CPU (Wait)
@@ -108,7 +119,7 @@ func (w *word) Wait(ctx context.Context, v uint32, cancel <-chan struct{}) error
 	if w.reached(v) {
 		return nil
 	}
-	if spinUntil(func() bool { return w.reached(v) || w.freed.Load() }) && w.reached(v) {
+	if waitSpin.Until(func() bool { return w.reached(v) || w.freed.Load() }) && w.reached(v) {
 		return nil
 	}
 	done := ctx.Done()
