@@ -5,7 +5,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/choreo-gpu/choreo/gpu"
 )
@@ -259,24 +258,4 @@ func (q *queue) issue(c gpu.Command) (int, error) {
 		return 1, k.scale(a, s, dst.dptr, src.dptr, c.DType, c.N, c.Factor)
 	}
 	return 0, badArgf("unknown command %T", c)
-}
-
-// idleSpin is how long an idle loop polls for new work before it parks:
-// a driver thread (parking a locked OS thread puts it to sleep in the
-// kernel, and waking it again cost about 14 us of a 17 us round trip on
-// the H200 host), or the poller (within spin.Budget). The poll costs one
-// core for at most this long after each piece of work.
-const idleSpin = 30 * time.Microsecond
-
-// spinForWake polls ch's buffer, on a locked driver thread, until
-// something is pending or idleSpin has passed; the caller then receives
-// from ch (at once, or parked). It never yields: runtime.Gosched on a
-// locked thread would hand the thread off.
-func spinForWake[T any](ch chan T) {
-	start := time.Now()
-	for i := 0; len(ch) == 0; i++ {
-		if i%64 == 63 && time.Since(start) > idleSpin {
-			return
-		}
-	}
 }

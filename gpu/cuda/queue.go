@@ -299,10 +299,6 @@ func callDone(done func(error), err error) {
 	done(err)
 }
 
-// reached reports whether a completion word reading cur has passed mark
-// seq; sequence numbers compare cyclically, as the GPU's waits do.
-func reached(cur, seq uint32) bool { return int32(cur-seq) >= 0 }
-
 // Close implements gpu.Queue.
 func (q *queue) Close(ctx context.Context) error {
 	q.mu.Lock()

@@ -5,6 +5,8 @@ package cuda
 import (
 	"runtime"
 	"sync"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // driverThread is a goroutine locked to one OS thread on which the
@@ -23,6 +25,12 @@ type driverThread struct {
 	closed bool
 }
 
+// threadIdle is how an idle driver thread polls for work before it parks:
+// parking a locked OS thread puts it to sleep in the kernel, and waking it
+// costs more than most work handed to it. It never yields (Alone ==
+// Spin): runtime.Gosched on a locked thread would hand the thread off.
+var threadIdle = spin.Policy{Spin: idleSpin, Alone: idleSpin}
+
 // startThread starts a driver thread that serves call until stop.
 func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
 	t := &driverThread{name: name, work: make(chan func(), 64), exit: make(chan struct{})}
@@ -36,7 +44,7 @@ func startThread(a *api, ctx cuContext, name string) (*driverThread, error) {
 		}
 		ready <- nil
 		for {
-			spinForWake(t.work) // parking a locked thread costs a kernel wake-up
+			threadIdle.Until(func() bool { return len(t.work) > 0 })
 			f, ok := <-t.work
 			if !ok {
 				return

@@ -7,16 +7,38 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
-func TestReachedIsCyclic(t *testing.T) {
-	if !reached(5, 5) || !reached(6, 5) || reached(4, 5) {
-		t.Error("reached: plain order wrong")
+func TestReachedCyclic(t *testing.T) {
+	if !reachedCyclic(5, 5) || !reachedCyclic(6, 5) || reachedCyclic(4, 5) {
+		t.Error("reachedCyclic: plain order wrong")
 	}
-	if !reached(2, math.MaxUint32) || reached(math.MaxUint32, 2) {
-		t.Error("reached: wrap-around wrong")
+	if !reachedCyclic(2, math.MaxUint32) || reachedCyclic(math.MaxUint32, 2) {
+		t.Error("reachedCyclic: wrap-around wrong")
+	}
+}
+
+func TestWatchSpinSpinsThenSleeps(t *testing.T) {
+	b := watchSpin.Backoff()
+	start := time.Now()
+	for b.Next() == 0 {
+		if time.Since(start) > time.Second {
+			t.Fatal("backoff still spinning after 1s")
+		}
+	}
+	prev := watchSpin.Sleep
+	for range 20 {
+		d := b.Next()
+		if d < prev || d > watchSpin.MaxSleep {
+			t.Fatalf("sleep %v after %v: want doubling up to %v", d, prev, watchSpin.MaxSleep)
+		}
+		prev = d
+	}
+	if prev != watchSpin.MaxSleep {
+		t.Errorf("sleep settled at %v, want %v", prev, watchSpin.MaxSleep)
 	}
 }
 

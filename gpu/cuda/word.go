@@ -168,33 +168,6 @@ func (w *word) Store(v uint32) {
 	w.dev.kickPollers()
 }
 
-// kickPollers wakes every queue's poller that sleeps in its backoff: a
-// CPU store is what lets a GPU wait pass, so completions are near. Without
-// it a poller that had backed off to long sleeps while the CPU side worked
-// (a collective) noticed the completion up to a sleep late. A poller that
-// is still spinning needs no wake-up, and waking a goroutine costs the
-// storer a trip through the scheduler. A kick that just misses a poller
-// going to sleep costs at most that sleep.
-func (d *Device) kickPollers() {
-	if k := d.kicks.Load(); k != nil {
-		for _, q := range *k {
-			if q.pollerNaps.Load() {
-				wake(q.pollerWake)
-			}
-		}
-	}
-}
-
-// refreshKicksLocked republishes the open queues for kickPollers; d.mu is
-// held.
-func (d *Device) refreshKicksLocked() {
-	kicks := make([]*queue, 0, len(d.queues))
-	for q := range d.queues {
-		kicks = append(kicks, q)
-	}
-	d.kicks.Store(&kicks)
-}
-
 // repair raises the word back to the largest value the CPU stored, after
 // a GPU write that may have lowered it. No-op for a freed word.
 func (w *word) repair() {
@@ -227,13 +200,14 @@ func (w *word) reached(v uint32) (bool, error) {
 
 // Wait implements gpu.FenceWord.
 func (w *word) Wait(ctx context.Context, v uint32, cancel <-chan struct{}) error {
-	return pollWait(ctx, cancel,
+	return watchSpin.Wait(ctx, cancel,
 		func() (bool, error) { return w.reached(v) },
-		func() error {
-			return fmt.Errorf("cuda: fence wait for %d (word at %d): %w", v, w.Load(), ctx.Err())
-		},
-		func() error {
-			return fmt.Errorf("cuda: fence wait for %d (word at %d): %w", v, w.Load(), gpu.ErrCanceled)
+		func(canceled bool) error {
+			cause := ctx.Err()
+			if canceled {
+				cause = gpu.ErrCanceled
+			}
+			return fmt.Errorf("cuda: fence wait for %d (word at %d): %w", v, w.Load(), cause)
 		})
 }
 

@@ -115,3 +115,29 @@ func TestWait(t *testing.T) {
 		t.Fatalf("Wait did not take the last look: %v", err)
 	}
 }
+
+func TestWaitBounds(t *testing.T) {
+	p := Policy{Spin: 50 * time.Microsecond, Alone: 10 * time.Microsecond, Sleep: 4 * time.Microsecond, MaxSleep: 250 * time.Microsecond}
+	errCtx, errCancel := errors.New("ctx"), errors.New("cancel")
+	stopped := func(canceled bool) error {
+		if canceled {
+			return errCancel
+		}
+		return errCtx
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	never := func() (bool, error) { return false, nil }
+	if err := p.Wait(ctx, nil, never, stopped); err != errCtx {
+		t.Errorf("ctx expiry: %v", err)
+	}
+	c := make(chan struct{})
+	time.AfterFunc(5*time.Millisecond, func() { close(c) })
+	if err := p.Wait(context.Background(), c, never, stopped); err != errCancel {
+		t.Errorf("cancel: %v", err)
+	}
+	n := 0
+	if err := p.Wait(context.Background(), nil, func() (bool, error) { n++; return n > 1000, nil }, stopped); err != nil || n != 1001 {
+		t.Errorf("condition: err %v after %d polls", err, n)
+	}
+}
