@@ -6,7 +6,7 @@
 //	1  gpu                                      the device interfaces, the command set
 //	2  metalshader                              Metal kernel sources
 //	3  gpu/sim, gpu/cuda, gpu/metal, gpu/gputest, internal/darwincheck
-//	4  actors                                   the base: ActorSystem, zap, services, signals
+//	4  actors, gpu/backends                     the base: ActorSystem, zap, services, signals; every backend
 //	5  streams                                  GPU and comm stream actors
 //	6  fence                                    the fence manager (a runtime service) and Fence
 //	7  array                                    arrays on streams

@@ -19,7 +19,7 @@ var layer = map[string]int{
 	"gpu":         1,
 	"metalshader": 2,
 	"gpu/sim":     3, "gpu/cuda": 3, "gpu/metal": 3, "gpu/gputest": 3, "internal/darwincheck": 3,
-	"actors":             4,
+	"actors": 4, "gpu/backends": 4,
 	"streams":            5,
 	"fence":              6,
 	"array":              7,
