@@ -18,4 +18,13 @@
 // takes the group's next sequence number, and the algorithms check that
 // every rank called the same op with the same shape (R18). Send and Recv are
 // matched per pair of ranks, in call order.
+//
+// Where things are: ops.go (the public ops, each a plan), choreography.go
+// (launch: sequence numbers, checks, the order of the steps), call.go (a
+// call's resources: output, staging, fences), gpuside.go (the GPU stream's
+// commands), commtask.go (the comm stream's task), ledger.go (refusing GPU
+// stream orders that would deadlock), split.go (Split and subgroups),
+// staging.go (pinned staging buffers). The package imports the layers
+// below it: actors, streams, fence, array, collectives/algo and
+// collectives/transport (see internal/layers).
 package collectives

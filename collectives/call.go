@@ -1,0 +1,143 @@
+package collectives
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/choreo-gpu/choreo/array"
+	"github.com/choreo-gpu/choreo/collectives/algo"
+	"github.com/choreo-gpu/choreo/fence"
+	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/streams"
+)
+
+// call is one collective call on its way onto the streams: what it
+// decided, what it holds and its fences. Its staging buffers and retained
+// memories are the comm task's shares, given back when the task is done
+// (or at once if the call fails before the task is queued); every GPU
+// command that uses one holds a share of its own until it has run.
+type call struct {
+	g      *Group
+	p      plan
+	label  opLabel
+	s      *streams.GPU
+	dev    gpu.Device
+	parts  int
+	staged bool // the CPU cannot see device memory: copy through hostIn/hostOut
+	// hasEvent (R3): whether the input has a producer event, decided once.
+	// Staging always makes one (the copy into host memory), and so does
+	// donation: commands queued earlier on s may still read the input, so
+	// the task must not write into it before the stream has passed them.
+	hasEvent bool
+
+	inMem, outMem   *array.Memory // retained by the call (nil when absent)
+	out             *array.Array
+	hostIn, hostOut *shared
+	fin, fout       *fence.Fence // input side (GPU updates), output side (CPU updates)
+	fences          []*fence.Fence
+}
+
+// allocate retains the input's memory, makes the output (taking over a
+// donated input's memory) and the staging buffers. It does all the work
+// proportional to the payload that a launch does (a new buffer's fill)
+// before any fence exists, so none of it counts against a deadline.
+func (c *call) allocate() error {
+	p := c.p
+	if p.in != nil {
+		mem := p.in.Memory()
+		if err := mem.Retain(); err != nil {
+			return fmt.Errorf("input: %w", err)
+		}
+		c.inMem = mem
+		if c.staged && p.in.NBytes() > 0 {
+			var err error
+			if c.hostIn, err = c.g.staging.get(c.dev, p.in.NBytes()); err != nil {
+				return err
+			}
+		}
+	}
+	if !p.hasOut {
+		return nil
+	}
+	var err error
+	if p.donate && p.in != nil && p.in.DType() == p.outDType && p.in.NBytes() == sizeOf(p.outShape)*p.outDType.Size() {
+		c.out, err = array.Wrap(c.s, p.outShape, p.outDType, p.in.Memory(), streams.Event{})
+	} else {
+		c.out, err = array.New(c.s, p.outShape, p.outDType)
+	}
+	if err != nil {
+		return err
+	}
+	mem := c.out.Memory() // the task holds the memory, never the output (R16)
+	if err := mem.Retain(); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	c.outMem = mem
+	if nb := c.out.NBytes(); c.staged && nb > 0 {
+		if c.hostOut, err = c.g.staging.get(c.dev, nb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newFences makes the input fence and, for a pipeline, the output fence.
+// Their deadlines allow for the tasks queued ahead of this one on the comm
+// stream; the task gives them their full time when it starts.
+func (c *call) newFences() error {
+	g := c.g
+	queued := time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)
+	newFence := func() (*fence.Fence, error) {
+		return g.fences.New(c.dev, fence.WithTimeout(queued), fence.WithName(c.label.name),
+			fence.WithoutCleanup()) // the task's Done ends it on every path
+	}
+	var err error
+	if c.fin, err = newFence(); err != nil {
+		return err
+	}
+	c.fout, c.fences = c.fin, []*fence.Fence{c.fin}
+	if c.parts > 1 {
+		if c.fout, err = newFence(); err != nil {
+			c.fin.Fail(err)
+			return err
+		}
+		c.fences = append(c.fences, c.fout)
+	}
+	return nil
+}
+
+// fail ends a call that could not be queued: its fences fail (releasing any
+// GPU wait already encoded) and the task's shares go back.
+func (c *call) fail(err error) (*array.Array, error) {
+	c.failFences(err)
+	c.releaseShares()
+	return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
+}
+
+func (c *call) failFences(err error) {
+	for _, f := range c.fences {
+		f.Fail(err)
+	}
+}
+
+// releaseShares gives back what the call (its task) holds.
+func (c *call) releaseShares() {
+	c.hostIn.release()
+	c.hostOut.release()
+	if c.inMem != nil {
+		c.inMem.Release()
+	}
+	if c.outMem != nil {
+		c.outMem.Release()
+	}
+}
+
+// span is part i's byte range of an n-byte payload.
+func (c *call) span(i, n int) (lo, hi int) {
+	if c.parts == 1 {
+		return 0, n
+	}
+	es := c.p.desc.DType.Size()
+	lo, hi = algo.BlockRange(c.p.desc.Count, c.parts, i)
+	return lo * es, hi * es
+}
