@@ -19,4 +19,13 @@
 // only when no queued GPU command names it any more (R9). A watchdog
 // releases fences whose deadline passed (R10), and a fence handle dropped
 // without Release is released by a cleanup (runtime.AddCleanup).
+//
+// Who owns what. A fence's state (counts, guarded outputs, the release) is
+// owned by the fence itself, under its lock: whichever goroutine ends the
+// choreography releases it directly, because a hop to an actor there would
+// sit on every collective's critical path and buy nothing (R13). The
+// manager's actor owns the words: only it allocates, resets and frees them,
+// and it runs the watchdog on ticks it schedules itself. New takes a ready
+// pair from a channel the actor keeps filled, so it needs no round trip;
+// released words go back on a list the actor drains on its next message.
 package fence

@@ -111,7 +111,7 @@ func newManager(rt *actors.Runtime, opts ...ManagerOption) (*Manager, error) {
 		return nil, fmt.Errorf("fence: spawn fence actor: %w", err)
 	}
 	m.pid = pid
-	go m.watchdog()
+	m.nextTick()
 	return m, nil
 }
 
@@ -257,17 +257,17 @@ func (m *Manager) eachPool(fn func(*pool)) {
 	}
 }
 
-func (m *Manager) watchdog() {
-	t := time.NewTicker(m.cfg.tick)
-	defer t.Stop()
-	for {
+// nextTick asks for the watchdog's next tick: the actor schedules each
+// tick when it has handled the last, so ticks never pile up behind a busy
+// actor and no goroutine of the manager's own runs between them.
+func (m *Manager) nextTick() {
+	time.AfterFunc(m.cfg.tick, func() {
 		select {
 		case <-m.stopTick:
-			return
-		case <-t.C:
+		default:
 			m.sys.Root.Send(m.pid, tick{})
 		}
-	}
+	})
 }
 
 func (st *state) isDone() bool {
@@ -294,6 +294,7 @@ func (a *fenceActor) Receive(c actor.Context) {
 		m.reuse(msg.p)
 		m.refill(msg.p)
 	case tick:
+		defer m.nextTick()
 		m.eachPool(m.reuse)
 		now := time.Now()
 		m.live.Range(func(_, v any) bool {
