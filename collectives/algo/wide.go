@@ -16,32 +16,44 @@ import (
 
 func isHalf(dt gpu.DType) bool { return dt == gpu.Float16 || dt == gpu.BFloat16 }
 
-// widen returns src (elements of dt, a half type) as float32 bytes.
+// wideBlock is how many elements widen and narrow convert per step, through
+// a float32 block on the stack that stays in L1.
+const wideBlock = 512
+
+// widen returns src (elements of dt, a half type) as little-endian float32
+// bytes.
 func widen(dt gpu.DType, src []byte) []byte {
 	dst := make([]byte, len(src)*2)
-	for i := 0; i < len(src)/2; i++ {
-		h := binary.LittleEndian.Uint16(src[2*i:])
-		var f float32
+	var f [wideBlock]float32
+	for off := 0; off < len(src); off += 2 * wideBlock {
+		b := f[:min(wideBlock, (len(src)-off)/2)]
 		if dt == gpu.Float16 {
-			f = half.Float16(h).Float32()
+			half.WidenFloat16(b, src[off:])
 		} else {
-			f = half.BFloat16(h).Float32()
+			half.WidenBFloat16(b, src[off:])
 		}
-		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+		d := dst[2*off : 2*off+4*len(b)]
+		for i, v := range b {
+			binary.LittleEndian.PutUint32(d[4*i:], math.Float32bits(v))
+		}
 	}
 	return dst
 }
 
-// narrow rounds the float32 bytes src into dst (elements of dt, a half type).
+// narrow rounds the little-endian float32 bytes src into dst (elements of
+// dt, a half type).
 func narrow(dt gpu.DType, dst, src []byte) {
-	for i := 0; i < len(dst)/2; i++ {
-		f := math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-		var h uint16
-		if dt == gpu.Float16 {
-			h = uint16(half.F16(f))
-		} else {
-			h = uint16(half.BF16(f))
+	var f [wideBlock]float32
+	for off := 0; off < len(dst); off += 2 * wideBlock {
+		b := f[:min(wideBlock, (len(dst)-off)/2)]
+		s := src[2*off : 2*off+4*len(b)]
+		for i := range b {
+			b[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
 		}
-		binary.LittleEndian.PutUint16(dst[2*i:], h)
+		if dt == gpu.Float16 {
+			half.NarrowFloat16(dst[off:], b)
+		} else {
+			half.NarrowBFloat16(dst[off:], b)
+		}
 	}
 }

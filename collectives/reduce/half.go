@@ -1,8 +1,6 @@
 package reduce
 
 import (
-	"encoding/binary"
-
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/gpu/half"
 )
@@ -30,32 +28,22 @@ func manyHalf(op Op, dt gpu.DType, dst []byte, srcs [][]byte) {
 	}
 }
 
-// widenHalfGo sets f[i] to the exact float32 value of the i-th little-endian
-// 16-bit element of b (float16 or bfloat16 as dt says); len(b) == 2*len(f).
+// widenHalfGo widens the 16-bit elements of b (float16 or bfloat16 as dt
+// says) into f in Go (gpu/half); len(b) >= 2*len(f).
 func widenHalfGo(dt gpu.DType, f []float32, b []byte) {
-	b = b[:2*len(f)]
 	if dt == gpu.BFloat16 {
-		for i := range f {
-			f[i] = half.BFloat16(binary.LittleEndian.Uint16(b[2*i:])).Float32()
-		}
-		return
-	}
-	for i := range f {
-		f[i] = half.Float16(binary.LittleEndian.Uint16(b[2*i:])).Float32()
+		half.WidenBFloat16(f, b)
+	} else {
+		half.WidenFloat16(f, b)
 	}
 }
 
-// narrowHalfGo rounds each f[i] to dt (nearest, ties to even) and stores it as
-// the i-th little-endian 16-bit element of b; len(b) == 2*len(f).
+// narrowHalfGo rounds f into the 16-bit elements of b (dt) in Go
+// (gpu/half); len(b) >= 2*len(f).
 func narrowHalfGo(dt gpu.DType, b []byte, f []float32) {
-	b = b[:2*len(f)]
 	if dt == gpu.BFloat16 {
-		for i, v := range f {
-			binary.LittleEndian.PutUint16(b[2*i:], uint16(half.BF16(v)))
-		}
-		return
-	}
-	for i, v := range f {
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(half.F16(v)))
+		half.NarrowBFloat16(b, f)
+	} else {
+		half.NarrowFloat16(b, f)
 	}
 }

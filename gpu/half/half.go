@@ -5,6 +5,7 @@
 package half
 
 import (
+	"encoding/binary"
 	"math"
 
 	"github.com/x448/float16"
@@ -34,3 +35,38 @@ func BF16(f float32) BFloat16 {
 
 // Float32 widens b exactly.
 func (b BFloat16) Float32() float32 { return math.Float32frombits(uint32(b) << 16) }
+
+// WidenFloat16 sets dst[i] to the exact float32 value of the i-th
+// little-endian Float16 in src; src holds at least 2*len(dst) bytes.
+func WidenFloat16(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = Float16(binary.LittleEndian.Uint16(src[2*i:])).Float32()
+	}
+}
+
+// WidenBFloat16 is WidenFloat16 for BFloat16 elements.
+func WidenBFloat16(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = BFloat16(binary.LittleEndian.Uint16(src[2*i:])).Float32()
+	}
+}
+
+// NarrowFloat16 rounds each src[i] to the nearest Float16 (F16) and stores
+// it little-endian as the i-th element of dst, which holds at least
+// 2*len(src) bytes.
+func NarrowFloat16(dst []byte, src []float32) {
+	dst = dst[:2*len(src)]
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], uint16(F16(v)))
+	}
+}
+
+// NarrowBFloat16 is NarrowFloat16 for BFloat16 elements (BF16).
+func NarrowBFloat16(dst []byte, src []float32) {
+	dst = dst[:2*len(src)]
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], uint16(BF16(v)))
+	}
+}

@@ -1,6 +1,7 @@
 package half
 
 import (
+	"encoding/binary"
 	"math"
 	"testing"
 )
@@ -39,5 +40,36 @@ func TestBFloat16Rounding(t *testing.T) {
 	nan := float32(math.NaN())
 	if g := BF16(nan).Float32(); g == g {
 		t.Fatal("NaN must stay NaN")
+	}
+}
+
+func TestSlicesMatchElements(t *testing.T) {
+	b := make([]byte, 2<<16)
+	for i := range 1 << 16 {
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(i))
+	}
+	f16, bf16 := make([]float32, 1<<16), make([]float32, 1<<16)
+	WidenFloat16(f16, b)
+	WidenBFloat16(bf16, b)
+	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }
+	for i := range 1 << 16 {
+		if !same(f16[i], Float16(i).Float32()) || !same(bf16[i], BFloat16(i).Float32()) {
+			t.Fatalf("widening %#04x differs from the element conversion", i)
+		}
+	}
+	out := make([]byte, len(b))
+	for _, fs := range [][]float32{f16, bf16} {
+		NarrowFloat16(out, fs)
+		for i, v := range fs {
+			if binary.LittleEndian.Uint16(out[2*i:]) != uint16(F16(v)) {
+				t.Fatalf("NarrowFloat16(%v) differs from F16", v)
+			}
+		}
+		NarrowBFloat16(out, fs)
+		for i, v := range fs {
+			if binary.LittleEndian.Uint16(out[2*i:]) != uint16(BF16(v)) {
+				t.Fatalf("NarrowBFloat16(%v) differs from BF16", v)
+			}
+		}
 	}
 }
