@@ -46,6 +46,8 @@ func (e Event) WaitUntil(ctx context.Context, stop <-chan struct{}) error {
 			return nil
 		}
 	}
+	e.s.parked.Add(1) // before the last look, so complete sees it (see GPU.complete)
+	defer e.s.parked.Add(-1)
 	for {
 		ch := e.s.progress.Load()
 		if over() {

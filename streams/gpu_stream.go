@@ -36,7 +36,8 @@ type GPU struct {
 	closed  bool
 
 	completed atomic.Uint64                 // highest sequence number completed
-	progress  atomic.Pointer[chan struct{}] // closed and replaced at each completion
+	progress  atomic.Pointer[chan struct{}] // closed and replaced at a completion someone parks for
+	parked    atomic.Int32                  // waiters parked on progress
 	dead      chan struct{}                 // closed when the stream has shut down
 	closeOnce sync.Once
 	closeErr  error
@@ -161,6 +162,9 @@ func (s *GPU) complete(seq uint64) {
 		if s.completed.CompareAndSwap(cur, seq) {
 			break
 		}
+	}
+	if s.parked.Load() == 0 {
+		return // nobody to wake: a waiter counts itself in before it looks
 	}
 	ch := make(chan struct{})
 	old := s.progress.Swap(&ch)
