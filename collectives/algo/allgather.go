@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
@@ -35,7 +36,7 @@ func (c *coll) allGather(in, out []byte) error {
 	}
 	l := len(in)
 	own := out[c.rank*l : (c.rank+1)*l]
-	if overlaps(in, out) && !sameSlice(in, own) {
+	if reduce.Overlap(in, out) != reduce.Disjoint && reduce.Overlap(in, own) != reduce.Identical {
 		return fmt.Errorf("input overlaps output other than in its own slot: %w", ErrBadArgument)
 	}
 	if err := c.resolve(l, false); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/gpu"
 )
@@ -26,7 +27,7 @@ func (c *coll) allReduce(in, out []byte) error {
 	if err := c.checkLen("output", out, c.d.Count); err != nil {
 		return err
 	}
-	if overlaps(in, out) && !sameSlice(in, out) {
+	if reduce.Overlap(in, out) == reduce.Partial {
 		return fmt.Errorf("output partially overlaps input: %w", ErrBadArgument)
 	}
 	if err := c.resolve(len(in), true); err != nil {
@@ -124,7 +125,7 @@ func (c *coll) resolve(bytes int, doubling bool) error {
 }
 
 func copyUnlessSame(dst, src []byte) {
-	if !sameSlice(dst, src) {
+	if reduce.Overlap(dst, src) != reduce.Identical {
 		copy(dst, src)
 	}
 }

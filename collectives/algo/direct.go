@@ -132,7 +132,7 @@ func (c *coll) directReduceScatter(in, out []byte) error {
 		}
 	}
 	dst := out
-	if overlaps(out, in) && !sameSlice(out, srcs[0]) {
+	if reduce.Overlap(out, in) != reduce.Disjoint && reduce.Overlap(out, srcs[0]) != reduce.Identical {
 		dst = make([]byte, len(out))
 	}
 	if hi > lo {
@@ -143,7 +143,7 @@ func (c *coll) directReduceScatter(in, out []byte) error {
 	if err := w.Sync(c.ctx); err != nil {
 		return err
 	}
-	if !sameSlice(dst, out) {
+	if reduce.Overlap(dst, out) != reduce.Identical {
 		copy(out, dst)
 	}
 	return nil
@@ -159,8 +159,8 @@ func (c *coll) directAllGather(in, out []byte) error {
 	defer w.Leave()
 	l := len(in)
 	own := out[c.rank*l : (c.rank+1)*l]
-	if !sameSlice(own, in) {
-		if overlaps(in, out) {
+	if reduce.Overlap(own, in) != reduce.Identical {
+		if reduce.Overlap(in, out) != reduce.Disjoint {
 			// Peers still read in: write our slot from a copy at the end.
 			defer func(in []byte) { copy(own, in) }(bytes.Clone(in))
 		} else {

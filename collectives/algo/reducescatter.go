@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/gpu"
 )
@@ -30,7 +31,7 @@ func (c *coll) reduceScatter(in, out []byte) error {
 		return err
 	}
 	es := c.d.DType.Size()
-	if overlaps(in, out) && !sameSlice(out, in[lo*es:hi*es]) {
+	if reduce.Overlap(in, out) != reduce.Disjoint && reduce.Overlap(out, in[lo*es:hi*es]) != reduce.Identical {
 		return fmt.Errorf("output overlaps input other than its own block: %w", ErrBadArgument)
 	}
 	if err := c.resolve(len(in), false); err != nil {

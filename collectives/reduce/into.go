@@ -18,7 +18,7 @@ func Into(op Op, dt gpu.DType, dst, src []byte) error {
 	if err := checkMultiple(op, dt, "dst", dst); err != nil {
 		return err
 	}
-	if overlap(dst, src) == overlapPartial {
+	if Overlap(dst, src) == Partial {
 		return badArg(op, dt, "dst and src partially overlap")
 	}
 	intoBytes(op, dt, dst, src)

@@ -28,8 +28,8 @@ func Many(op Op, dt gpu.DType, dst []byte, srcs ...[]byte) error {
 		if len(s) != len(dst) {
 			return badArg(op, dt, "dst has %d bytes, srcs[%d] %d", len(dst), k, len(s))
 		}
-		switch ov := overlap(dst, s); {
-		case ov == overlapPartial, ov == overlapSame && k > 0:
+		switch ov := Overlap(dst, s); {
+		case ov == Partial, ov == Identical && k > 0:
 			return badArg(op, dt, "dst overlaps srcs[%d]", k)
 		}
 	}
@@ -41,7 +41,7 @@ func Many(op Op, dt gpu.DType, dst []byte, srcs ...[]byte) error {
 		manyHalf(op, dt, dst, srcs)
 		return nil
 	}
-	inPlace := overlap(dst, srcs[0]) == overlapSame
+	inPlace := Overlap(dst, srcs[0]) == Identical
 	for off := 0; off < len(dst); off += manyBlock {
 		end := min(off+manyBlock, len(dst))
 		d := dst[off:end]
