@@ -66,6 +66,23 @@ func defaultConfig(opts []Option) config {
 	return cfg
 }
 
+// New makes this rank's Group over t, with group id id. Every rank of the
+// group passes the same id (agreed when the ranks found each other, for
+// example at a rendezvous); the id keeps the group's messages apart from
+// every other group's on the same transport, so it must differ from the
+// other groups' ids there, and Local's and Split's ids too (Local numbers
+// its worlds from 1 in each process; Split's ids have the top bit set).
+// The group has its own comm stream per rank; Close closes t.
+func New(rt *actors.Runtime, t transport.Transport, id uint64, opts ...Option) (*Group, error) {
+	if rt == nil || t == nil {
+		return nil, fmt.Errorf("collectives: new group: nil runtime or transport: %w", ErrBadArgument)
+	}
+	if t.Size() < 1 || t.Rank() < 0 || t.Rank() >= t.Size() {
+		return nil, fmt.Errorf("collectives: new group: rank %d of %d: %w", t.Rank(), t.Size(), ErrBadArgument)
+	}
+	return newGroup(rt, t, id, defaultConfig(opts))
+}
+
 // Local returns the n groups of an in-process world: groups[r] is rank r.
 // The ranks share rt (one fence actor) but each has its own communication
 // stream; their transport hands slices over directly, and the algorithms
