@@ -8,14 +8,14 @@
 //
 //	CHOREO_RANDOM_SEED=<seed> go test -race -count=1 -run '^TestRandomCollectives$' -v ./collectives
 //
-// The long run (20000 steps, spread over worlds of 2, 3 and 4 ranks):
+// The long run (20000 steps, a third each for worlds of 2, 3 and 4 ranks):
 //
 //	CHOREO_RANDOM_OPS=20000 go test -race -count=1 -timeout 3h -run '^TestRandomCollectives$' -v ./collectives
 //
-// and the same with CHOREO_BACKEND=sim-staged in front. Further knobs:
-// CHOREO_RANDOM_RANKS=3 runs only the world of 3 ranks; with CHOREO_RANDOM_SEED
-// and CHOREO_RANDOM_OPS as printed, a run replays the same plan and the same
-// data (what the library does concurrently may still differ).
+// and the same with CHOREO_BACKEND=sim-staged in front. CHOREO_RANDOM_RANKS=3
+// runs only the world of 3 ranks. With CHOREO_RANDOM_SEED, CHOREO_RANDOM_OPS
+// and CHOREO_RANDOM_RANKS as a failure prints them, a run replays the same
+// plan with the same data (the library's own timing may still differ).
 //
 // Values are chosen so that every result is exact in every dtype: integer
 // inputs span their whole range (sums and products wrap, and so does the
@@ -86,16 +86,17 @@ func TestRandomCollectives(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	total, long := rndEnvUint(t, rndOpsEnv)
-	ranks := []int{2, 3, 4}
+	all := []int{2, 3, 4}
+	ranks := all
 	if v, ok := rndEnvUint(t, rndRanksEnv); ok {
 		if v < 1 || v > 16 {
 			t.Fatalf("%s=%d: want 1..16", rndRanksEnv, v)
 		}
 		ranks = []int{int(v)}
 	}
-	steps := rndShortSteps
+	steps := rndShortSteps // per world; the same whichever worlds run, so one replays alone
 	if long {
-		steps = max(1, int(total)/len(ranks))
+		steps = max(1, int(total)/len(all))
 	}
 	replay := fmt.Sprintf("%s=%d", rndSeedEnv, seed)
 	if long {
@@ -104,15 +105,16 @@ func TestRandomCollectives(t *testing.T) {
 	if b := testenv.Backend(); b != "sim" {
 		replay = "CHOREO_BACKEND=" + b + " " + replay
 	}
-	replay += " go test -race -count=1 -run '^TestRandomCollectives$' -v ./collectives"
-	t.Logf("seed %d, %d steps per world, backend %s; replay: %s", seed, steps, testenv.Backend(), replay)
-	// The short run's world with a pipelined all-reduce (not the largest
-	// world: the payload is held several times over per rank).
-	large := ranks[seed%uint64(min(len(ranks), 2))]
+	const cmd = " go test -race -count=1 -run '^TestRandomCollectives$' -v ./collectives"
+	t.Logf("seed %d, %d steps per world, backend %s; replay: %s", seed, steps, testenv.Backend(), replay+cmd)
+	// The short run's world with a pipelined all-reduce: of 2 or 3 ranks
+	// (the payload is held several times over per rank).
+	large := []int{2, 3}[seed%2]
 	for _, n := range ranks {
 		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
 			start := time.Now()
-			rndRunWorld(t, rndConfig{seed: seed, n: n, steps: steps, long: long, large: !long && n == large, replay: replay})
+			rndRunWorld(t, rndConfig{seed: seed, n: n, steps: steps, long: long, large: !long && n == large,
+				replay: fmt.Sprintf("%s %s=%d%s", replay, rndRanksEnv, n, cmd)})
 			t.Logf("seed %d, %d ranks: %d steps in %v", seed, n, steps, time.Since(start).Round(time.Millisecond))
 		})
 	}
@@ -298,7 +300,7 @@ func rndPickCount(rng *rand.Rand, dt gpu.DType, long bool) int {
 	case x < 0.995:
 		return (256<<10 + rng.IntN(4<<20)) / dt.Size() // up to 4 MiB
 	}
-	return (rng.IntN(24<<20) + 1) / dt.Size() // up to 24 MiB, in the long run
+	return (rng.IntN(32<<20) + 1) / dt.Size() // up to 32 MiB, in the long run
 }
 
 func rndMakePlan(cfg rndConfig) *rndPlan {
