@@ -7,9 +7,11 @@ import (
 
 // scratch buffers (ring receive slots, doubling's partner buffer) are
 // recycled by power-of-two size class, so a collective does not allocate
-// and zero megabytes per call. A buffer goes back only after every transport
-// call that used it has returned (the Transport contract: a returned Recv no
-// longer writes its buffer).
+// and zero megabytes per call. They are kept in sync.Pools, not in an
+// internal/pool.Lists: they are plain Go memory, which the collector may
+// take back when idle, so they need no owner, bound or count. A buffer
+// goes back only after every transport call that used it has returned (the
+// Transport contract: a returned Recv no longer writes its buffer).
 var scratchPools [48]sync.Pool
 
 func getScratch(n int) []byte {

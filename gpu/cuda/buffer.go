@@ -7,16 +7,18 @@ import (
 	"unsafe"
 
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/pool"
 )
 
 // buffer is a gpu.Buffer. DeviceMem lives in device memory (cuMemAlloc_v2)
 // and has no CPU view; HostMem lives in pinned, portable, device-mapped
 // host memory (cuMemHostAlloc with PORTABLE|DEVICEMAP), which the CPU
 // reaches through Bytes and the GPU through its unified address. HostMem
-// is zero-filled by Alloc; DeviceMem contents are undefined. dptr is the address GPU commands use (0 for an
-// empty buffer). Free is idempotent and deferred by the lease until no
-// queued command names the buffer; the memory then goes back on the
-// device's reaper thread, so Free never blocks on the GPU.
+// is zero-filled by Alloc; DeviceMem contents are undefined. dptr is the
+// address GPU commands use (0 for an empty buffer). Free is idempotent and
+// deferred by the lease until no queued command names the buffer; the
+// block then goes back to the device's cache, so Free never blocks on the
+// GPU.
 type buffer struct {
 	dev   *Device
 	n     int
@@ -52,34 +54,16 @@ func (b *buffer) Free() error {
 	return nil
 }
 
-// Memory and the driver's implicit synchronization: cuMemFree (and
-// cuMemFreeHost) wait for the whole context, and while one waits every
-// other allocation blocks too (measured on the H200: a stream blocked on a
-// fence wait stalled the next Alloc after a Free until the fence was
-// released). Frees therefore never synchronize:
-//   - device memory blocks (cuMemAlloc_v2, rounded up to a power-of-two
-//     size class) are cached once no queued command names them and reused
-//     by later allocations of the class; they are not cleared (the gpu
-//     contract leaves DeviceMem contents undefined), because clearing
-//     needs GPU work, and GPU work can sit behind a blocked fence wait
-//     (streams share the device's hardware queues): on the H200 a 3x3-rank
-//     test deadlocked in the memset of an allocation. They go back to the
-//     driver at Device.Close.
-//   - pinned host blocks are cached by power-of-two size class and reused
-//     by later HostMem allocations; they go back to the driver only at
-//     Device.Close, when no stream is blocked any more.
-//   - blocks of classes up to carveMax, of either kind, are carved out of
-//     slabs (slab.go), so that small allocations almost never reach the
-//     driver.
+// Memory goes back to the driver only at Device.Close and is never cleared
+// on the GPU (the package doc, Memory, says why: either could wait behind a
+// blocked fence wait). Freed blocks of either kind are cached by size
+// class (pool.Lists, unbounded: nothing else may take them back before
+// Close) and reused by later allocations of the class; blocks of classes
+// up to carveMax are carved out of slabs (slab.go).
 
-// hostClass is the size class of an n-byte pinned host block.
-func hostClass(n int) int {
-	c := 4096
-	for c < n {
-		c *= 2
-	}
-	return c
-}
+// sizeClass is the size class of an n-byte block of either kind: a power
+// of two, 4 KiB at least.
+func sizeClass(n int) int { return max(pool.Class(n), 4096) }
 
 // hostBlock is one cached pinned host allocation.
 type hostBlock struct {
@@ -97,13 +81,13 @@ func (d *Device) allocCached(n int, kind gpu.MemKind) *buffer {
 			b.bytes = []byte{}
 		}
 	case kind == gpu.DeviceMem:
-		p, ok := d.takeDeviceBlock(hostClass(n))
+		p, ok := d.takeDeviceBlock(sizeClass(n))
 		if !ok {
 			return nil
 		}
 		b.dptr = p
 	default:
-		blk, ok := d.takeHostBlock(hostClass(n))
+		blk, ok := d.takeHostBlock(sizeClass(n))
 		if !ok {
 			return nil
 		}
@@ -126,10 +110,7 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 			b.bytes = []byte{}
 		}
 	case kind == gpu.DeviceMem:
-		// Device memory is cached by size class and never cleared here: an
-		// allocation must not wait for GPU work, which may sit behind a
-		// fence wait that only this allocation's caller can release.
-		class := hostClass(n)
+		class := sizeClass(n)
 		p, ok := d.takeDeviceBlock(class)
 		switch {
 		case ok:
@@ -145,7 +126,7 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 		}
 		b.dptr = p
 	default:
-		class := hostClass(n)
+		class := sizeClass(n)
 		blk, ok := d.takeHostBlock(class)
 		switch {
 		case ok:
@@ -180,32 +161,20 @@ func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
 func (d *Device) freeDevice(p uintptr) { d.api.cuMemFree(p) }
 
 // takeDeviceBlock takes a cached device block of the size class.
-func (d *Device) takeDeviceBlock(class int) (uintptr, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	list := d.devCache[class]
-	if len(list) == 0 {
-		return 0, false
-	}
-	p := list[len(list)-1]
-	d.devCache[class] = list[:len(list)-1]
-	return p, true
-}
+func (d *Device) takeDeviceBlock(class int) (uintptr, bool) { return takeBlock(d, &d.devCache, class) }
 
-func (d *Device) takeHostBlock(class int) (hostBlock, bool) {
+// takeHostBlock takes a cached pinned host block of the size class.
+func (d *Device) takeHostBlock(class int) (hostBlock, bool) { return takeBlock(d, &d.hostCache, class) }
+
+func takeBlock[T any](d *Device, cache *pool.Lists[int, T], class int) (T, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	list := d.hostCache[class]
-	if len(list) == 0 {
-		return hostBlock{}, false
-	}
-	blk := list[len(list)-1]
-	d.hostCache[class] = list[:len(list)-1]
-	return blk, true
+	return cache.Take(class)
 }
 
 // releaseBuffer gives b's memory back once no command names it: into the
-// device or host block cache. A buffer that Device.Close already took over is left to it.
+// device or host block cache. A buffer that Device.Close already took over
+// is left to it.
 func (d *Device) releaseBuffer(b *buffer) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -216,11 +185,11 @@ func (d *Device) releaseBuffer(b *buffer) {
 	switch {
 	case b.n == 0:
 	case b.kind == gpu.HostMem:
-		c := hostClass(b.n)
-		d.hostCache[c] = append(d.hostCache[c], hostBlock{host: b.host, dptr: b.dptr})
+		c := sizeClass(b.n)
+		d.hostCache.Put(c, hostBlock{host: b.host, dptr: b.dptr}, c)
 	default:
-		c := hostClass(b.n)
-		d.devCache[c] = append(d.devCache[c], b.dptr)
+		c := sizeClass(b.n)
+		d.devCache.Put(c, b.dptr, c)
 	}
 }
 

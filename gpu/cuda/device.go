@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/pool"
 )
 
 // Device is the CUDA gpu.Device: one GPU's primary context, retained for
@@ -45,12 +46,12 @@ type Device struct {
 	kicks     atomic.Pointer[[]*queue]
 	live      map[*buffer]struct{} // buffers whose memory is not yet given back
 	liveWords map[*word]struct{}
-	hostCache map[int][]hostBlock // free pinned host blocks by size class
-	devCache  map[int][]uintptr   // free device blocks by size class
-	devSlabs  []uintptr           // device slabs small blocks are carved from
-	hostSlabs []unsafe.Pointer    // pinned slabs small blocks are carved from
-	frees     []func()            // driver calls for the reaper
-	reaperEnd bool                // reaper: exit once frees is empty
+	hostCache pool.Lists[int, hostBlock] // free pinned host blocks by size class
+	devCache  pool.Lists[int, uintptr]   // free device blocks by size class
+	devSlabs  []uintptr                  // device slabs small blocks are carved from
+	hostSlabs []unsafe.Pointer           // pinned slabs small blocks are carved from
+	frees     []func()                   // driver calls for the reaper
+	reaperEnd bool                       // reaper: exit once frees is empty
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -82,8 +83,6 @@ func New(opts Options) (*Device, error) {
 		queues:     map[*queue]struct{}{},
 		live:       map[*buffer]struct{}{},
 		liveWords:  map[*word]struct{}{},
-		hostCache:  map[int][]hostBlock{},
-		devCache:   map[int][]uintptr{},
 	}
 	if err := d.describe(); err != nil {
 		return nil, err
@@ -302,22 +301,18 @@ func (d *Device) teardown() {
 		d.queueFree(b.freeFunc())
 	}
 	d.live = map[*buffer]struct{}{}
-	for class, list := range d.hostCache {
-		for _, blk := range list {
-			if h := blk.host; class > carveMax {
-				d.queueFree(func() { a.cuMemFreeHost(h) })
-			}
+	for class, blk := range d.hostCache.All() {
+		if h := blk.host; class > carveMax {
+			d.queueFree(func() { a.cuMemFreeHost(h) })
 		}
 	}
-	d.hostCache = map[int][]hostBlock{}
-	for class, list := range d.devCache {
-		for _, p := range list {
-			if class > carveMax {
-				d.queueFree(func() { a.cuMemFree(p) })
-			}
+	d.hostCache.Clear()
+	for class, p := range d.devCache.All() {
+		if class > carveMax {
+			d.queueFree(func() { a.cuMemFree(p) })
 		}
 	}
-	d.devCache = map[int][]uintptr{}
+	d.devCache.Clear()
 	for _, h := range d.hostSlabs {
 		d.queueFree(func() { a.cuMemFreeHost(h) })
 	}

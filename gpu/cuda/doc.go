@@ -29,8 +29,8 @@
 //     completion poller for its periodic cuStreamQuery.
 //
 // Handing work to a locked thread costs a kernel wake-up whenever that
-// thread has parked (measured on the H200 host: 14 of a 17 us round trip),
-// which is why the hot paths run on the goroutine that has the work.
+// thread has parked, which is why the hot paths run on the goroutine that
+// has the work.
 // Calls that need no context (cuGetErrorName) and pure memory accesses
 // (fence words) run anywhere.
 //
@@ -41,26 +41,24 @@
 // Bytes is the slice over the host pointer. HostMem is zero-filled by
 // Alloc; DeviceMem is not cleared (the gpu contract leaves it undefined):
 // clearing needs GPU work, and an allocation must never wait for GPU work,
-// which can sit behind a fence wait (streams share the device's hardware
-// queues; on the H200 a 3x3-rank test deadlocked in such a memset). Copy
-// commands are cuMemcpyAsync with unified addresses on the queue's stream,
-// ordered with everything else. Free is deferred until no queued command
-// names the buffer (R9) and never reaches the driver: cuMemFree waits for
-// the whole context, and while it waits every other allocation blocks
-// (measured on the H200: with a stream blocked on a fence wait, the next
-// Alloc after a Free stalled until the fence was released). So device
-// blocks (cuMemAlloc_v2) and pinned host blocks are cached by power-of-two
-// size class, reused by later allocations without a hop to a driver thread,
-// and given back only by Device.Close; blocks up to 256 KiB are carved out
-// of 4 MiB slabs, so a cache miss for them reaches the driver once per
-// slab.
+// which can sit behind a fence wait that only the allocating caller can
+// release (streams share the device's hardware queues). Copy commands are
+// cuMemcpyAsync with unified addresses on the queue's stream, ordered with
+// everything else. Free is deferred until no queued command names the
+// buffer (R9) and never reaches the driver: cuMemFree waits for the whole
+// context, and while it waits every other allocation blocks, behind a
+// stream that may be blocked on a fence wait. So device blocks
+// (cuMemAlloc_v2) and pinned host blocks are cached by power-of-two size
+// class, reused by later allocations without a hop to a driver thread, and
+// given back only by Device.Close; blocks up to 256 KiB are carved out of
+// 4 MiB slabs, so a cache miss for them reaches the driver once per slab.
 //
 // # Fence words
 //
 // Fence words are 4-byte slots, one per 64-byte cache line, carved out of
 // 64 KiB slabs of host-mapped pinned memory. The CPU uses sync/atomic on
 // the host address: Store is an atomic max (CAS loop), Load an atomic
-// load, Wait polls (a short spin, then doubling sleeps up to 250 us,
+// load, Wait polls (watchSpin: a short spin, then doubling sleeps,
 // bounded by ctx and cancel). WaitValue is cuStreamWaitValue32_v2 with
 // CU_STREAM_WAIT_VALUE_GEQ, which compares cyclically,
 // (int32)(*addr - v) >= 0: gpu.StopValue 0x7FFFFFFF releases every wait
@@ -86,14 +84,10 @@
 // With memop the word can read low for the microseconds between the GPU's
 // store and the repair, which only delays waiters, never releases one
 // early; the kernel decides at execution time and leaves a window of a few
-// nanoseconds. Measured on the H200 with this package's benchmarks
-// (p50): the raw CPU->GPU->CPU round trip takes 3.0 us with memop against
-// 5.7 us with the kernel (BenchmarkRawRoundTrip*), and through Submit and
-// FenceWord 17 us against 22 us (BenchmarkQueueRoundTrip; the difference
-// to the raw figure is mostly the wake-up of the queue's issuer thread).
-// memop with the repair meets R5 (every wait is released) and R6 for
-// single-writer words, and both modes pass the conformance suite, so the
-// faster memop is the default.
+// nanoseconds. memop with the repair meets R5 (every wait is released) and
+// R6 for single-writer words, both modes pass the conformance suite, and
+// memop is the faster (BenchmarkRawRoundTrip*, BenchmarkQueueRoundTrip),
+// so it is the default.
 //
 // # Queues, completions and bounds
 //
@@ -105,7 +99,7 @@
 // Options.MaxInflightCommands (512) stream operations are on the GPU; more
 // wait in the FIFO. This avoids the launch-queue trap: a stream blocked on
 // a wait with thousands of operations queued behind it blocks the thread
-// that enqueues (measured), so no thread may enqueue unboundedly.
+// that enqueues, so no thread may enqueue unboundedly.
 // Completions need no cgo callbacks: after each batch the issuing
 // goroutine writes the next sequence number into the queue's completion
 // word with a stream write; the poller goroutine watches that word (spin,

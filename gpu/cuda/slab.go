@@ -8,12 +8,11 @@ import (
 )
 
 // Small blocks are carved out of slabs. A cache miss costs a hop to the
-// main thread and a driver allocation (measured on the H200: the launch of
-// a 1-element all-reduce took 15 us, most of it allocating its output, as
-// outputs are freed only when the garbage collector finds them). Blocks of
-// a size class up to carveMax are therefore cut from a carveSlab-byte
-// allocation all at once: one miss fills the class's cache with
-// carveSlab/class blocks. Carved blocks are cached and reused like any
+// main thread and a driver allocation, and small blocks miss often (an
+// operation's output is freed only when the garbage collector finds it).
+// Blocks of a size class up to carveMax are therefore cut from a
+// carveSlab-byte allocation all at once: one miss fills the class's cache
+// with carveSlab/class blocks. Carved blocks are cached and reused like any
 // other and never given back on their own; their slabs go back to the
 // driver at Device.Close.
 const (
@@ -22,7 +21,7 @@ const (
 )
 
 // carved reports whether blocks of n bytes come from slabs.
-func carved(n int) bool { return n > 0 && hostClass(n) <= carveMax }
+func carved(n int) bool { return n > 0 && sizeClass(n) <= carveMax }
 
 // carveDevice allocates a device slab for class, keeps all but its first
 // block in the cache and returns that one. It runs on the main thread.
@@ -40,7 +39,7 @@ func (d *Device) carveDevice(class int) (uintptr, error) {
 	}
 	d.devSlabs = append(d.devSlabs, p)
 	for off := class; off+class <= carveSlab; off += class {
-		d.devCache[class] = append(d.devCache[class], p+uintptr(off))
+		d.devCache.Put(class, p+uintptr(off), class)
 	}
 	d.mu.Unlock()
 	return p, nil
@@ -66,7 +65,7 @@ func (d *Device) carveHost(class int) (hostBlock, error) {
 	}
 	d.hostSlabs = append(d.hostSlabs, h)
 	for off := class; off+class <= carveSlab; off += class {
-		d.hostCache[class] = append(d.hostCache[class], hostBlock{host: unsafe.Add(h, off), dptr: p + uintptr(off)})
+		d.hostCache.Put(class, hostBlock{host: unsafe.Add(h, off), dptr: p + uintptr(off)}, class)
 	}
 	d.mu.Unlock()
 	return hostBlock{host: h, dptr: p}, nil

@@ -82,3 +82,11 @@ func TestEmbeddedPTXOrClearError(t *testing.T) {
 		t.Errorf("embedded PTX is not NUL-terminated or lacks choreo_fill_f32")
 	}
 }
+
+func TestSizeClass(t *testing.T) {
+	for _, c := range []struct{ n, want int }{{1, 4096}, {4096, 4096}, {4097, 8192}, {carveMax, carveMax}, {carveMax + 1, 2 * carveMax}} {
+		if got := sizeClass(c.n); got != c.want {
+			t.Errorf("sizeClass(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}

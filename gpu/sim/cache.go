@@ -1,18 +1,17 @@
 package sim
 
 import (
-	"math/bits"
-
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/pool"
 )
 
 // The block cache: fresh Go memory for a large buffer costs page faults and
-// clearing on every allocation (a 64 MiB output per collective made the
-// sim's out-of-place all-reduce ten times slower than in place), so blocks
-// of cacheMin bytes or more are rounded up to a size class and reused.
+// clearing on every allocation, so blocks of cacheMin bytes or more are
+// rounded up to a size class and reused (pool.Lists, not a sync.Pool: every
+// block counts against the host's memory until the device gives it up).
 // Classes are powers of two up to fineMin; above it every power of two is
 // cut in fineSteps, so that rounding wastes at most an eighth of a large
-// block (its bytes count against the host's memory).
+// block.
 const (
 	cacheMin   = 64 << 10
 	cacheLimit = 4 << 30 // bytes the cache may hold
@@ -26,7 +25,7 @@ func blockSize(n int) int {
 	if n < cacheMin {
 		return n
 	}
-	c := 1 << bits.Len(uint(n-1))
+	c := pool.Class(n)
 	if c <= fineMin {
 		return c
 	}
@@ -40,25 +39,17 @@ func (d *Device) takeCachedLocked(n int) []byte {
 	if n < cacheMin {
 		return nil
 	}
-	c := blockSize(n)
-	list := d.cache[c]
-	if len(list) == 0 {
-		return nil
-	}
-	raw := list[len(list)-1]
-	list[len(list)-1] = nil
-	d.cache[c] = list[:len(list)-1]
-	d.cached -= c
+	raw, _ := d.cache.Take(blockSize(n))
 	return raw
 }
 
 // dropCacheLocked gives every cached block up to the collector; d.mu is
 // held.
 func (d *Device) dropCacheLocked() {
-	if d.cached > 0 {
-		d.cfg.pool.drop(uint64(d.cached))
+	if n := d.cache.Bytes(); n > 0 {
+		d.cfg.pool.drop(uint64(n))
 	}
-	d.cache, d.cached = nil, 0
+	d.cache.Clear()
 }
 
 // putCached keeps a freed block for reuse, unless it is small, not of a
@@ -72,15 +63,11 @@ func (d *Device) putCached(raw []byte) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed || d.cached+c > cacheLimit || blockSize(c) != c {
+	if d.closed || d.cache.Bytes()+c > cacheLimit || blockSize(c) != c {
 		d.cfg.pool.drop(uint64(c))
 		return
 	}
-	if d.cache == nil {
-		d.cache = map[int][][]byte{}
-	}
-	d.cache[c] = append(d.cache[c], raw)
-	d.cached += c
+	d.cache.Put(c, raw, c)
 }
 
 // refBuffers counts a submitted batch's use of its buffers (delta +1), or

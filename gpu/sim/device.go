@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/pool"
 )
 
 // Device is one software GPU. Its methods are safe for concurrent use. It
@@ -24,8 +25,7 @@ type Device struct {
 	queues  map[*queue]struct{}
 	buffers map[*buffer]struct{}
 	words   map[*word]struct{}
-	cache   map[int][][]byte // free blocks by size (see cache.go)
-	cached  int              // bytes in cache, held in cfg.pool
+	cache   pool.Lists[int, []byte] // free blocks by size, held in cfg.pool (see cache.go)
 }
 
 var _ gpu.Device = (*Device)(nil)
@@ -103,7 +103,7 @@ func (d *Device) Alloc(n int, kind gpu.MemKind) (gpu.Buffer, error) {
 // (rare: only near the host's limit). It fails with gpu.ErrOutOfMemory
 // when the device's memory or the host's cannot hold the buffer.
 func (d *Device) reserve(n int) (raw []byte, size int, err error) {
-	pool := d.cfg.pool
+	host := d.cfg.pool
 	for collected := false; ; collected = true {
 		d.mu.Lock()
 		if d.closed {
@@ -122,10 +122,10 @@ func (d *Device) reserve(n int) (raw []byte, size int, err error) {
 			return raw, blockSize(n), nil
 		}
 		size = blockSize(n)
-		ok := pool.take(uint64(size))
+		ok := host.take(uint64(size))
 		if !ok && size != n {
 			size = n
-			ok = pool.take(uint64(size))
+			ok = host.take(uint64(size))
 		}
 		if ok {
 			d.used += uint64(n)
@@ -134,15 +134,15 @@ func (d *Device) reserve(n int) (raw []byte, size int, err error) {
 		}
 		d.dropCacheLocked() // its blocks count until the collection below
 		d.mu.Unlock()
-		dropped := pool.dropped.Load()
-		if collected || dropped == 0 || uint64(n) > pool.budget {
+		dropped := host.dropped.Load()
+		if collected || dropped == 0 || uint64(n) > host.budget {
 			return nil, 0, fmt.Errorf("sim: alloc: %d bytes: sim devices hold %d of the %d bytes this host can give them: %w",
-				n, pool.held.Load(), pool.budget, gpu.ErrOutOfMemory)
+				n, host.held.Load(), host.budget, gpu.ErrOutOfMemory)
 		}
 		// Blocks given up earlier may still fill the heap: a collection
 		// frees them for this one.
 		runtime.GC()
-		pool.collected(dropped)
+		host.collected(dropped)
 	}
 }
 

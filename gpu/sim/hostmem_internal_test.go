@@ -83,13 +83,13 @@ func TestHostPoolBoundsDevices(t *testing.T) {
 	}
 	_ = a.Free() // not a class size: not cached, dropped
 	_ = b.Free() // cached by d2
-	if p.dropped.Load() != 4*mib+1 || d2.cached != mib {
-		t.Errorf("after Free: dropped %d, d2 cached %d", p.dropped.Load(), d2.cached)
+	if p.dropped.Load() != 4*mib+1 || d2.cache.Bytes() != mib {
+		t.Errorf("after Free: dropped %d, d2 cached %d", p.dropped.Load(), d2.cache.Bytes())
 	}
 	// 5 MiB needs d2's cache given up and the dropped blocks collected.
 	c := must(t)(d2.Alloc(5*mib, gpu.DeviceMem))
-	if d2.cached != 0 || p.held.Load() != 5*mib || p.dropped.Load() != 0 {
-		t.Errorf("after the collection: cached %d, held %d, dropped %d", d2.cached, p.held.Load(), p.dropped.Load())
+	if d2.cache.Bytes() != 0 || p.held.Load() != 5*mib || p.dropped.Load() != 0 {
+		t.Errorf("after the collection: cached %d, held %d, dropped %d", d2.cache.Bytes(), p.held.Load(), p.dropped.Load())
 	}
 	_ = c.Free()
 	if err := d1.Close(); err != nil {
