@@ -20,18 +20,16 @@ import (
 // into every rank's output.
 const pushChunk = 32 << 10
 
-// directAllReducePush: each rank reduces its block, a cache-sized chunk at
-// a time, from every rank's input into a scratch chunk (one pass, one
-// rounding for half types) and writes it straight into every rank's output;
-// then one Sync. Each output byte is written once, by its block's owner,
-// and no result is read back. (The pull variant, reduce into one's own
-// output then copy the other blocks from the peers' outputs, moves the same
-// bytes plus a re-read of every result and needs a third barrier; measured
-// on 4 ranks it was never faster, so only push is kept.) In place is safe:
-// block b of every buffer is touched only by rank b, which reads a chunk of
-// all inputs before writing it. A large block is split among helper
-// goroutines, GOMAXPROCS/n per rank at most (every rank of a window runs in
-// this process); each element is reduced the same way whatever the split.
+// directAllReducePush: each rank reduces its block, a cache-sized chunk at a
+// time, from every rank's input into a scratch chunk (one pass, one rounding
+// for half types) and writes it straight into every rank's output; then one
+// Sync. Each output byte is written once, by its block's owner, and no
+// result is read back, so no more bytes move and no more barriers are needed
+// than the reduction itself takes. In place is safe: block b of every buffer
+// is touched only by rank b, which reads a chunk of all inputs before
+// writing it. A large block is split among helper goroutines, GOMAXPROCS/n
+// per rank at most (every rank of a window runs in this process); each
+// element is reduced the same way whatever the split.
 func (c *coll) directAllReducePush(in, out []byte) error {
 	w, err := c.matchWindow(in, out)
 	if err != nil {

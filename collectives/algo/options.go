@@ -28,12 +28,12 @@ func (a Algorithm) String() string {
 	return "algorithm(?)"
 }
 
-// Defaults, chosen by measurement (BenchmarkCrossover, 4 in-process ranks
-// on 2 cores): doubling beat the ring up to 256 KiB (302 vs 475 us), tied at
-// 1 MiB and lost at 4 MiB (6.8 vs 4.1 ms); the whole-vector direct variant
-// beat the sliced one up to 16 KiB (10.3 vs 11.4 us) and lost from 64 KiB
-// (32 vs 21 us). A network transport, with a higher per-message cost, may
-// want a different SmallBytes: measure it there.
+// Defaults, where BenchmarkCrossover (in-process ranks) puts the crossovers:
+// doubling is the faster all-reduce up to DefaultSmallBytes, the ring
+// above; the whole-vector direct all-reduce is the faster up to
+// DefaultDirectSmallBytes, the sliced one above. A network transport, with
+// a higher per-message cost, may want a different SmallBytes: measure it
+// there.
 const (
 	// DefaultSmallBytes: message-transport all-reduces up to this size use
 	// recursive doubling, larger ones the ring.
