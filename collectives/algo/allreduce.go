@@ -34,11 +34,7 @@ func (c *coll) allReduce(in, out []byte) error {
 		return err
 	}
 	if c.n == 1 {
-		if err := c.postMatch(); err != nil {
-			return err
-		}
-		copyUnlessSame(out, in)
-		return nil
+		return c.alone(out, in)
 	}
 	if c.alg == Direct {
 		if c.small {
@@ -121,6 +117,16 @@ func (c *coll) resolve(bytes int, doubling bool) error {
 		return fmt.Errorf("unknown algorithm %d: %w", c.alg, ErrBadArgument)
 	}
 	c.small = c.alg == Direct && bytes <= c.o.DirectSmallBytes
+	return nil
+}
+
+// alone completes the reduction of a group of one: its match, then out
+// = in.
+func (c *coll) alone(out, in []byte) error {
+	if err := c.postMatch(); err != nil {
+		return err
+	}
+	copyUnlessSame(out, in)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
@@ -103,6 +104,41 @@ func (c *coll) exchange(ctx context.Context, step uint32, dst int, out []byte, s
 		return rerr
 	}
 	return serr
+}
+
+// tasks runs a collective's goroutines under one context that the first
+// failure cancels, so the others stop at once; wait returns that failure.
+type tasks struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	first  error
+}
+
+func newTasks(parent context.Context) *tasks {
+	t := &tasks{}
+	t.ctx, t.cancel = context.WithCancel(parent)
+	return t
+}
+
+// fail records err (nil is no failure) and, if it is the first, cancels
+// the context.
+func (t *tasks) fail(err error) {
+	if err != nil {
+		t.once.Do(func() { t.first = err; t.cancel() })
+	}
+}
+
+// goDo runs f on a goroutine of its own; its error fails the tasks.
+func (t *tasks) goDo(f func() error) { t.wg.Go(func() { t.fail(f()) }) }
+
+// wait waits for every goroutine, releases the context and returns the
+// first failure.
+func (t *tasks) wait() error {
+	t.wg.Wait()
+	t.cancel()
+	return t.first
 }
 
 func mod(a, n int) int { return ((a % n) + n) % n }

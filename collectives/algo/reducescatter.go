@@ -38,11 +38,7 @@ func (c *coll) reduceScatter(in, out []byte) error {
 		return err
 	}
 	if c.n == 1 {
-		if err := c.postMatch(); err != nil {
-			return err
-		}
-		copyUnlessSame(out, in)
-		return nil
+		return c.alone(out, in)
 	}
 	if c.alg == Direct {
 		return c.directReduceScatter(in, out)

@@ -49,27 +49,11 @@ func (c *coll) ring(spec ringSpec) error {
 	if c.n == 1 || spec.g0 >= spec.g1 {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	fail := func(err error) {
-		if err != nil {
-			once.Do(func() { first = err; cancel() })
-		}
-	}
+	g := newTasks(c.ctx)
 	for dirIdx, d := range [2]int{+1, -1} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fail(c.ringDir(ctx, spec, dirIdx, d, fail))
-		}()
+		g.goDo(func() error { return c.ringDir(g.ctx, spec, dirIdx, d, g.fail) })
 	}
-	wg.Wait()
-	return first
+	return g.wait()
 }
 
 // half returns the part of block buffer blk that direction dirIdx carries.

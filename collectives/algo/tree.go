@@ -1,11 +1,6 @@
 package algo
 
-import (
-	"context"
-	"sync"
-
-	"github.com/choreo-gpu/choreo/collectives/transport"
-)
+import "github.com/choreo-gpu/choreo/collectives/transport"
 
 const stepTree = stepData + 96
 
@@ -38,43 +33,30 @@ func (c *coll) tree(buf []byte) error {
 	k := (len(buf) + chunk - 1) / chunk
 	piece := func(i int) []byte { return buf[i*chunk : min((i+1)*chunk, len(buf))] }
 
-	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	fail := func(err error) {
-		if err != nil {
-			once.Do(func() { first = err; cancel() })
-		}
-	}
+	g := newTasks(c.ctx)
+	ctx := g.ctx
 	feeds := make([]chan int, len(children))
 	for j, child := range children {
-		feeds[j] = make(chan int, k)
-		wg.Add(1)
-		go func(feed <-chan int) {
-			defer wg.Done()
-			fail(func() error {
-				for i := 0; i < k; i++ {
-					select {
-					case <-feed:
-					case <-ctx.Done():
-						return transport.CtxError(ctx)
-					}
-					if err := c.t.Send(ctx, child, c.tag(stepTree), piece(i)); err != nil {
-						return err
-					}
+		feed := make(chan int, k)
+		feeds[j] = feed
+		g.goDo(func() error {
+			for i := 0; i < k; i++ {
+				select {
+				case <-feed:
+				case <-ctx.Done():
+					return transport.CtxError(ctx)
 				}
-				return nil
-			}())
-		}(feeds[j])
+				if err := c.t.Send(ctx, child, c.tag(stepTree), piece(i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	for i := 0; i < k; i++ {
 		if parent >= 0 {
 			if err := c.t.Recv(ctx, parent, c.tag(stepTree), piece(i)); err != nil {
-				fail(err)
+				g.fail(err)
 				break
 			}
 		}
@@ -82,6 +64,5 @@ func (c *coll) tree(buf []byte) error {
 			f <- i // never blocks: capacity k
 		}
 	}
-	wg.Wait()
-	return first
+	return g.wait()
 }
