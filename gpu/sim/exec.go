@@ -259,16 +259,7 @@ func (q *queue) waitValue(i int, w *word, v uint32) error {
 		if q.aborted.Load() {
 			break
 		}
-		ch := w.arm()
-		if w.reached(v) || w.freed.Load() {
-			w.disarm()
-			continue
-		}
-		select {
-		case <-ch:
-		case <-q.abortCh:
-		}
-		w.disarm()
+		w.park(v, q.abortCh, nil)
 	}
 	if q.aborted.Load() {
 		return fmt.Errorf("queue closed while waiting for %d (word at %d): %w", v, w.v.Load(), gpu.ErrClosed)

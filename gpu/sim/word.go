@@ -108,6 +108,26 @@ func (w *word) arm() <-chan struct{} {
 
 func (w *word) disarm() { w.waiters.Add(-1) }
 
+// park parks until the next write to w, or until a or b is closed (a nil
+// channel never is), and reports which: 0 for a write, 1 for a, 2 for b.
+// It returns 0 at once if w is already >= v or freed, so a write between
+// the caller's check and the parking is not missed.
+func (w *word) park(v uint32, a, b <-chan struct{}) int {
+	ch := w.arm()
+	defer w.disarm()
+	if w.reached(v) || w.freed.Load() {
+		return 0
+	}
+	select {
+	case <-ch:
+		return 0
+	case <-a:
+		return 1
+	case <-b:
+		return 2
+	}
+}
+
 // reached reports whether the word is >= v.
 func (w *word) reached(v uint32) bool { return w.v.Load() >= v }
 
@@ -122,7 +142,6 @@ func (w *word) Wait(ctx context.Context, v uint32, cancel <-chan struct{}) error
 	if waitSpin.Until(func() bool { return w.reached(v) || w.freed.Load() }) && w.reached(v) {
 		return nil
 	}
-	done := ctx.Done()
 	for {
 		if w.reached(v) {
 			return nil
@@ -130,26 +149,18 @@ func (w *word) Wait(ctx context.Context, v uint32, cancel <-chan struct{}) error
 		if w.freed.Load() {
 			return errClosedf("fence wait for %d: word freed", v)
 		}
-		ch := w.arm()
-		if w.reached(v) || w.freed.Load() {
-			w.disarm()
+		var cause error
+		switch w.park(v, ctx.Done(), cancel) {
+		case 0:
 			continue
+		case 1:
+			cause = ctx.Err()
+		default:
+			cause = gpu.ErrCanceled
 		}
-		select {
-		case <-ch:
-			w.disarm()
-		case <-done:
-			w.disarm()
-			if w.reached(v) {
-				return nil
-			}
-			return fmt.Errorf("sim: fence wait for %d (word at %d): %w", v, w.v.Load(), ctx.Err())
-		case <-cancel:
-			w.disarm()
-			if w.reached(v) {
-				return nil
-			}
-			return fmt.Errorf("sim: fence wait for %d (word at %d): %w", v, w.v.Load(), gpu.ErrCanceled)
+		if w.reached(v) {
+			return nil
 		}
+		return fmt.Errorf("sim: fence wait for %d (word at %d): %w", v, w.v.Load(), cause)
 	}
 }
