@@ -74,85 +74,75 @@ type hostBlock struct {
 // allocCached makes a buffer from a cached block (or of size 0) without any
 // driver call, on the calling goroutine; nil if there is no such block.
 func (d *Device) allocCached(n int, kind gpu.MemKind) *buffer {
-	b := &buffer{dev: d, n: n, kind: kind}
+	var blk hostBlock
 	switch {
 	case n == 0:
-		if kind == gpu.HostMem {
-			b.bytes = []byte{}
-		}
 	case kind == gpu.DeviceMem:
 		p, ok := d.takeDeviceBlock(sizeClass(n))
 		if !ok {
 			return nil
 		}
-		b.dptr = p
+		blk.dptr = p
 	default:
-		blk, ok := d.takeHostBlock(sizeClass(n))
-		if !ok {
+		var ok bool
+		if blk, ok = d.takeHostBlock(sizeClass(n)); !ok {
 			return nil
 		}
-		b.host, b.dptr = blk.host, blk.dptr
-		b.bytes = unsafe.Slice((*byte)(blk.host), n)
-		clear(b.bytes)
+	}
+	return d.newBuffer(n, kind, blk)
+}
+
+// alloc makes a buffer (HostMem zero-filled) from a cached block, a slab
+// or the driver; it runs on the device's main thread.
+func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
+	if b := d.allocCached(n, kind); b != nil {
+		return b, nil
+	}
+	a := d.api
+	class := sizeClass(n)
+	var blk hostBlock
+	switch {
+	case kind == gpu.DeviceMem && carved(n):
+		p, err := d.carveDevice(class)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
+		}
+		blk.dptr = p
+	case kind == gpu.DeviceMem:
+		if err := a.errorf("cuMemAlloc_v2", a.cuMemAlloc(&blk.dptr, uint64(class))); err != nil {
+			return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
+		}
+	case carved(n):
+		var err error
+		if blk, err = d.carveHost(class); err != nil {
+			return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)
+		}
+	default:
+		if err := a.errorf("cuMemHostAlloc", a.cuMemHostAlloc(&blk.host, uint64(class), memHostAllocPortable|memHostAllocDeviceMap)); err != nil {
+			return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)
+		}
+		if err := a.errorf("cuMemHostGetDevicePointer_v2", a.cuMemHostGetDevicePointer(&blk.dptr, blk.host, 0)); err != nil {
+			a.cuMemFreeHost(blk.host)
+			return nil, fmt.Errorf("cuda: map %d bytes of pinned host memory: %w", n, err)
+		}
+	}
+	return d.newBuffer(n, kind, blk), nil
+}
+
+// newBuffer makes an n-byte buffer on blk (only its dptr for DeviceMem,
+// nothing for n == 0); HostMem is cleared.
+func (d *Device) newBuffer(n int, kind gpu.MemKind, blk hostBlock) *buffer {
+	b := &buffer{dev: d, n: n, kind: kind, dptr: blk.dptr}
+	if kind == gpu.HostMem {
+		b.bytes = []byte{}
+		if n > 0 {
+			b.host = blk.host
+			b.bytes = unsafe.Slice((*byte)(blk.host), n)
+			clear(b.bytes)
+		}
 	}
 	b.l.release = func() { d.releaseBuffer(b) }
 	return b
-}
-
-// alloc makes a buffer (HostMem zero-filled); it runs on the device's main
-// thread.
-func (d *Device) alloc(n int, kind gpu.MemKind) (*buffer, error) {
-	b := &buffer{dev: d, n: n, kind: kind}
-	a := d.api
-	switch {
-	case n == 0:
-		if kind == gpu.HostMem {
-			b.bytes = []byte{}
-		}
-	case kind == gpu.DeviceMem:
-		class := sizeClass(n)
-		p, ok := d.takeDeviceBlock(class)
-		switch {
-		case ok:
-		case carved(n):
-			var err error
-			if p, err = d.carveDevice(class); err != nil {
-				return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
-			}
-		default:
-			if err := a.errorf("cuMemAlloc_v2", a.cuMemAlloc(&p, uint64(class))); err != nil {
-				return nil, fmt.Errorf("cuda: alloc %d bytes of device memory: %w", n, err)
-			}
-		}
-		b.dptr = p
-	default:
-		class := sizeClass(n)
-		blk, ok := d.takeHostBlock(class)
-		switch {
-		case ok:
-		case carved(n):
-			var err error
-			if blk, err = d.carveHost(class); err != nil {
-				return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)
-			}
-		default:
-			var h unsafe.Pointer
-			if err := a.errorf("cuMemHostAlloc", a.cuMemHostAlloc(&h, uint64(class), memHostAllocPortable|memHostAllocDeviceMap)); err != nil {
-				return nil, fmt.Errorf("cuda: alloc %d bytes of pinned host memory: %w", n, err)
-			}
-			var p uintptr
-			if err := a.errorf("cuMemHostGetDevicePointer_v2", a.cuMemHostGetDevicePointer(&p, h, 0)); err != nil {
-				a.cuMemFreeHost(h)
-				return nil, fmt.Errorf("cuda: map %d bytes of pinned host memory: %w", n, err)
-			}
-			blk = hostBlock{host: h, dptr: p}
-		}
-		b.host, b.dptr = blk.host, blk.dptr
-		b.bytes = unsafe.Slice((*byte)(blk.host), n)
-		clear(b.bytes)
-	}
-	b.l.release = func() { d.releaseBuffer(b) }
-	return b, nil
 }
 
 // freeDevice gives device memory back; it runs on a driver thread and only
