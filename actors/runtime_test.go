@@ -25,16 +25,16 @@ import (
 func TestTwoRuntimesInOneProcess(t *testing.T) {
 	a := testenv.Runtime(t)
 	b := testenv.Runtime(t)
-	if manager(t, a) == manager(t, b) || defaultComm(t, a) == defaultComm(t, b) {
+	if testenv.Fences(t, a) == testenv.Fences(t, b) || testenv.DefaultComm(t, a) == testenv.DefaultComm(t, b) {
 		t.Fatal("runtimes share state")
 	}
 	dev := testenv.Device(t)
-	f, err := manager(t, a).New(dev)
+	f, err := testenv.Fences(t, a).New(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if manager(t, b).Live() != 0 || manager(t, a).Live() != 1 {
-		t.Fatalf("live fences: a=%d b=%d", manager(t, a).Live(), manager(t, b).Live())
+	if testenv.Fences(t, b).Live() != 0 || testenv.Fences(t, a).Live() != 1 {
+		t.Fatalf("live fences: a=%d b=%d", testenv.Fences(t, a).Live(), testenv.Fences(t, b).Live())
 	}
 	f.Release()
 }

@@ -15,26 +15,12 @@ import (
 // Regression tests for defects found by using the API as a user would;
 // each failed before its fix.
 
-// hold blocks s behind a GPU-side wait until the returned func runs.
-func hold(t *testing.T, s *streams.GPU) func() {
-	t.Helper()
-	w, err := s.Device().NewFenceWord()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Enqueue([]gpu.Command{gpu.WaitValue{Word: w, Value: 1}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Store(gpu.StopValue) })
-	return func() { w.Store(1) }
-}
-
 // D3: a read that gives up waiting (its context ends while the staging
 // copy is queued) fails nothing else: not the copy, not the arrays
 // enqueued with it.
 func TestReadTimeoutFailsNothingElse(t *testing.T) {
 	s := stream(t)
-	release := hold(t, s)
+	release := testenv.Hold(t, s)
 	x, _ := array.Full(s, []int{64}, array.Float32, 3)
 	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
@@ -126,7 +112,7 @@ func TestFreeWhileAnotherStreamReads(t *testing.T) {
 	if err := x.Wait(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	release := hold(t, s2)
+	release := testenv.Hold(t, s2)
 	y, err := array.Scale(s2, x, 2) // queued on s2 behind the hold
 	if err != nil {
 		t.Fatal(err)

@@ -10,26 +10,12 @@ import (
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
-	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/testenv"
 	"github.com/choreo-gpu/choreo/streams"
 )
 
 // Regression tests for the defects found by using the API as a user would
 // (D1-D11 and the minor points); each failed before its fix.
-
-// holdStream blocks s behind a GPU-side wait until the returned func runs.
-func holdStream(t *testing.T, dev gpu.Device, s *streams.GPU) func() {
-	t.Helper()
-	w, err := dev.NewFenceWord()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Enqueue([]gpu.Command{gpu.WaitValue{Word: w, Value: 1}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Store(gpu.StopValue) })
-	return func() { w.Store(1) }
-}
 
 // D1: freeing an array while a collective still reads it must not let the
 // next allocation reuse its memory under the collective.
@@ -111,7 +97,7 @@ func TestCrossStreamRefusedBeforeEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := holdStream(t, w.dev, s2)
+	release := testenv.Hold(t, s2)
 	x, _ := array.Full(s2, []int{1 << 12}, array.Float32, 1) // pending behind the hold
 	last := w.s[0].Last()
 	_, err = w.groups[0].AllReduce(w.s[0], x, collectives.Sum)

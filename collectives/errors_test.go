@@ -9,6 +9,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/internal/testenv"
 	"github.com/choreo-gpu/choreo/streams"
 )
 
@@ -33,7 +34,7 @@ func TestOneErrorModel(t *testing.T) {
 			return failure{err, y, w.groups[0]}
 		}},
 		{"input never completes", collectives.ErrTimeout, func(t *testing.T, w *world) failure {
-			release := holdStream(t, w.dev, w.s[0])
+			release := testenv.Hold(t, w.s[0])
 			t.Cleanup(release)
 			x, _ := array.Full(w.s[0], []int{4}, array.Float32, 1) // behind the hold
 			y, err := w.groups[0].AllReduce(w.s[0], x, collectives.Sum)
@@ -106,7 +107,7 @@ func TestOneErrorModel(t *testing.T) {
 		}},
 		{"input on another stream, pending", collectives.ErrCrossStream, func(t *testing.T, w *world) failure {
 			s2, _ := streams.NewGPU(w.rt, w.dev)
-			release := holdStream(t, w.dev, s2)
+			release := testenv.Hold(t, s2)
 			t.Cleanup(release)
 			x, _ := array.Full(s2, []int{4}, array.Float32, 1)
 			y, err := w.groups[0].AllReduce(w.s[0], x, collectives.Sum)

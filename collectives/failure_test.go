@@ -207,10 +207,10 @@ func TestR18BadInputOnEveryRank(t *testing.T) {
 	if _, err := w.groups[1].AllReduce(nil, nil, collectives.Sum); err == nil {
 		t.Fatal("nil stream and input accepted")
 	}
-	if manager(t, w.rt).Live() > 0 {
+	if testenv.Fences(t, w.rt).Live() > 0 {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := manager(t, w.rt).Live(); n != 0 {
+	if n := testenv.Fences(t, w.rt).Live(); n != 0 {
 		t.Fatalf("%d fences left live", n)
 	}
 }
@@ -255,10 +255,10 @@ func TestRankFailsMidCollective(t *testing.T) {
 			t.Fatalf("survivors took %v to fail", d)
 		}
 		deadline := time.Now().Add(2 * time.Second)
-		for manager(t, rt).Live() != 0 && time.Now().Before(deadline) {
+		for testenv.Fences(t, rt).Live() != 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if n := manager(t, rt).Live(); n != 0 {
+		if n := testenv.Fences(t, rt).Live(); n != 0 {
 			t.Fatalf("%d fences live after the failure", n)
 		}
 		// The survivors' runtime stays usable for a new group (R19).

@@ -10,7 +10,6 @@ import (
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
-	"github.com/choreo-gpu/choreo/fence"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/gpu/half"
 	"github.com/choreo-gpu/choreo/internal/testenv"
@@ -202,14 +201,4 @@ func compare(dt gpu.DType, got, want []float64) error {
 		}
 	}
 	return nil
-}
-
-// manager is rt's fence manager.
-func manager(t testing.TB, rt *actors.Runtime) *fence.Manager {
-	t.Helper()
-	m, err := fence.For(rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

@@ -869,10 +869,10 @@ func rndRunWorld(t *testing.T, cfg rndConfig) {
 		rcancel()
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for manager(t, rt).Live() != 0 && time.Now().Before(deadline) {
+	for testenv.Fences(t, rt).Live() != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if n := manager(t, rt).Live(); n != 0 {
+	if n := testenv.Fences(t, rt).Live(); n != 0 {
 		w.failf(-1, nil, "%d fences still live after every group was waited for and closed", n)
 	}
 	t.Logf("seed %d, %d ranks: %d outputs (%d bytes) checked", cfg.seed, cfg.n, w.checked.Load(), w.bytes.Load())

@@ -41,7 +41,7 @@ func benchRoundTrip(b *testing.B, batch int, settle time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := manager(b, rt).New(dev)
+	f, err := testenv.Fences(b, rt).New(dev)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func BenchmarkFenceLifecycle(b *testing.B) {
 	defer cancel()
 	b.ResetTimer()
 	for range b.N {
-		f, err := manager(b, rt).New(dev)
+		f, err := testenv.Fences(b, rt).New(dev)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 // panicky is a Guarded whose Fail panics.
@@ -19,7 +21,7 @@ func (p panicky) Fail(error) {
 // runtime still close.
 func TestPanickingGuardDoesNotWedge(t *testing.T) {
 	r := newRig(t)
-	f, err := manager(t, r.rt).New(r.dev)
+	f, err := testenv.Fences(t, r.rt).New(r.dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func TestPanickingGuardDoesNotWedge(t *testing.T) {
 	if err := ev.Wait(bounded(t, 5*time.Second)); err != nil {
 		t.Fatalf("the GPU wait did not pass: %v", err)
 	}
-	g, err := manager(t, r.rt).New(r.dev)
+	g, err := testenv.Fences(t, r.rt).New(r.dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func TestPanickingGuardDoesNotWedge(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan int, 1)
-	go func() { done <- manager(t, r.rt).ReleaseAll(errors.New("all")) }()
+	go func() { done <- testenv.Fences(t, r.rt).ReleaseAll(errors.New("all")) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):

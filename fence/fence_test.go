@@ -80,7 +80,7 @@ func blocker(t *testing.T, r *rig) func() {
 // collective does: the GPU side first, then the comm task.
 func choreography(t *testing.T, r *rig, shape string, withEvent bool) []fence.Step {
 	t.Helper()
-	f, err := manager(t, r.rt).New(r.dev, fence.WithTimeout(10*time.Second))
+	f, err := testenv.Fences(t, r.rt).New(r.dev, fence.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func choreography(t *testing.T, r *rig, shape string, withEvent bool) []fence.St
 		out.SetEvent(ev)
 	}
 	done := make(chan error, 1)
-	err = defaultComm(t, r.rt).Submit(streams.Task{Name: shape, Run: func(ctx context.Context) error {
+	err = testenv.DefaultComm(t, r.rt).Submit(streams.Task{Name: shape, Run: func(ctx context.Context) error {
 		if gpuUpdate {
 			if err := f.Wait(ctx); err != nil {
 				return err
@@ -201,7 +201,7 @@ func TestR2Timelines(t *testing.T) {
 // fence early, and the GPU waiter stays blocked until the comm side's Update.
 func TestR4OneOwner(t *testing.T) {
 	r := newRig(t)
-	f, err := manager(t, r.rt).New(r.dev, fence.WithTimeout(30*time.Second))
+	f, err := testenv.Fences(t, r.rt).New(r.dev, fence.WithTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestR4DroppedHandleIsReleased(t *testing.T) {
 	r := newRig(t)
 	out, _ := array.New(r.s, []int{4}, array.Float32)
 	func() {
-		f, err := manager(t, r.rt).New(r.dev)
+		f, err := testenv.Fences(t, r.rt).New(r.dev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestR4CopyIsAVetError(t *testing.T) {
 
 func TestR5R6ReleaseIsStickyAndMonotonic(t *testing.T) {
 	r := newRig(t)
-	f, err := manager(t, r.rt).New(r.dev)
+	f, err := testenv.Fences(t, r.rt).New(r.dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestR9WordsNotReusedWhileQueued(t *testing.T) {
 	if _, err := fence.Start(r.rt, fence.WithPoolSize(1024)); err != nil {
 		t.Fatal(err)
 	}
-	f, err := manager(t, r.rt).New(r.dev)
+	f, err := testenv.Fences(t, r.rt).New(r.dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestR9WordsNotReusedWhileQueued(t *testing.T) {
 	}
 	f.Fail(errors.New("abandoned"))
 	for range 200 {
-		g, err := manager(t, r.rt).New(r.dev)
+		g, err := testenv.Fences(t, r.rt).New(r.dev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +372,7 @@ func TestR9WordsNotReusedWhileQueued(t *testing.T) {
 	// Once the command completed, the words go back to the pool.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		g, err := manager(t, r.rt).New(r.dev)
+		g, err := testenv.Fences(t, r.rt).New(r.dev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +390,7 @@ func TestR9WordsNotReusedWhileQueued(t *testing.T) {
 
 func TestR10WaitTimesOut(t *testing.T) {
 	r := newRig(t)
-	f, err := manager(t, r.rt).New(r.dev)
+	f, err := testenv.Fences(t, r.rt).New(r.dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestR10WaitTimesOut(t *testing.T) {
 
 func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 	r := newRig(t)
-	f, err := manager(t, r.rt).New(r.dev, fence.WithTimeout(50*time.Millisecond))
+	f, err := testenv.Fences(t, r.rt).New(r.dev, fence.WithTimeout(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,17 +426,17 @@ func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 		t.Fatalf("guarded output: %v, want ErrFailed+ErrReleased+ErrTimeout", err)
 	}
 	// The release fails the output first, then leaves the live set.
-	for deadline := time.Now().Add(2 * time.Second); manager(t, r.rt).Live() != 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(2 * time.Second); testenv.Fences(t, r.rt).Live() != 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	if manager(t, r.rt).Live() != 0 {
-		t.Fatalf("%d fences still live", manager(t, r.rt).Live())
+	if testenv.Fences(t, r.rt).Live() != 0 {
+		t.Fatalf("%d fences still live", testenv.Fences(t, r.rt).Live())
 	}
 }
 
 func TestNormalReleaseBeforeUpdateFailsOutput(t *testing.T) {
 	r := newRig(t)
-	f, _ := manager(t, r.rt).New(r.dev)
+	f, _ := testenv.Fences(t, r.rt).New(r.dev)
 	out := guarded(t, r, f)
 	f.Release() // the comm side never updated: the output must not look valid
 	if _, err := array.ToSlice[float32](bounded(t, 5*time.Second), out); !errors.Is(err, fence.ErrReleased) {
@@ -446,10 +446,10 @@ func TestNormalReleaseBeforeUpdateFailsOutput(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	r := newRig(t)
-	if _, err := manager(t, r.rt).New(nil); !errors.Is(err, gpu.ErrBadArgument) {
+	if _, err := testenv.Fences(t, r.rt).New(nil); !errors.Is(err, gpu.ErrBadArgument) {
 		t.Fatalf("nil device: %v", err)
 	}
-	f, _ := manager(t, r.rt).New(r.dev)
+	f, _ := testenv.Fences(t, r.rt).New(r.dev)
 	defer f.Release()
 	if err := f.UpdateGPU(nil, nil); !errors.Is(err, gpu.ErrBadArgument) {
 		t.Fatalf("nil stream: %v", err)
@@ -479,16 +479,16 @@ func TestCloseWithWorkInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := manager(t, rt).New(dev)
+	f, _ := testenv.Fences(t, rt).New(dev)
 	out, _ := array.New(s, []int{4}, array.Float32)
 	ev, _ := f.WaitGPU(s, out)
 	out.SetEvent(ev)
 	taskErr := make(chan error, 1)
-	_ = defaultComm(t, rt).Submit(streams.Task{Name: "stuck", Run: func(ctx context.Context) error {
+	_ = testenv.DefaultComm(t, rt).Submit(streams.Task{Name: "stuck", Run: func(ctx context.Context) error {
 		return f.Wait(context.Background()) // no deadline of its own: only the release ends it
 	}, Done: func(err error) { taskErr <- err }})
 	queued := make(chan error, 1)
-	_ = defaultComm(t, rt).Submit(streams.Task{Name: "behind", Run: func(context.Context) error { return nil },
+	_ = testenv.DefaultComm(t, rt).Submit(streams.Task{Name: "behind", Run: func(context.Context) error { return nil },
 		Done: func(err error) { queued <- err }})
 	time.Sleep(10 * time.Millisecond)
 	closed := make(chan error, 1)
@@ -511,30 +511,10 @@ func TestCloseWithWorkInFlight(t *testing.T) {
 	if _, err := array.ToSlice[float32](bounded(t, time.Second), out); err == nil {
 		t.Fatal("guarded output readable after close")
 	}
-	if _, err := manager(t, rt).New(dev); !errors.Is(err, fence.ErrClosed) {
+	if _, err := testenv.Fences(t, rt).New(dev); !errors.Is(err, fence.ErrClosed) {
 		t.Fatalf("new fence after close: %v", err)
 	}
-	if err := defaultComm(t, rt).Submit(streams.Task{Name: "late", Run: func(context.Context) error { return nil }}); !errors.Is(err, streams.ErrClosed) {
+	if err := testenv.DefaultComm(t, rt).Submit(streams.Task{Name: "late", Run: func(context.Context) error { return nil }}); !errors.Is(err, streams.ErrClosed) {
 		t.Fatalf("submit after close: %v", err)
 	}
-}
-
-// manager is rt's fence manager.
-func manager(t testing.TB, rt *actors.Runtime) *fence.Manager {
-	t.Helper()
-	m, err := fence.For(rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// defaultComm is rt's default comm stream.
-func defaultComm(t testing.TB, rt *actors.Runtime) *streams.Comm {
-	t.Helper()
-	c, err := streams.DefaultComm(rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -40,7 +40,7 @@ func BenchmarkGPUStreamCommands(b *testing.B) {
 // BenchmarkCommTasks: empty tasks through the communication stream.
 func BenchmarkCommTasks(b *testing.B) {
 	rt := testenv.Runtime(b)
-	comm := defaultComm(b, rt)
+	comm := testenv.DefaultComm(b, rt)
 	done := make(chan struct{})
 	b.ResetTimer()
 	start := time.Now()

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/internal/testenv"
 	"github.com/choreo-gpu/choreo/streams"
@@ -134,7 +133,7 @@ func TestR12CommOneAtATime(t *testing.T) {
 // stream runs the next task.
 func TestR14PanicBecomesError(t *testing.T) {
 	rt := testenv.Runtime(t)
-	c := defaultComm(t, rt)
+	c := testenv.DefaultComm(t, rt)
 	errs := make(chan error, 3)
 	submit := func(run func(context.Context) error) {
 		if err := c.Submit(streams.Task{Name: "p", Run: run, Done: func(err error) { errs <- err }}); err != nil {
@@ -174,7 +173,7 @@ func TestBadInputAndClosed(t *testing.T) {
 	if _, err := s.Enqueue([]gpu.Command{gpu.Fill{}}, nil); !errors.Is(err, gpu.ErrBadArgument) {
 		t.Fatalf("bad command: %v", err)
 	}
-	if err := defaultComm(t, rt).Submit(streams.Task{Name: "nil"}); err == nil {
+	if err := testenv.DefaultComm(t, rt).Submit(streams.Task{Name: "nil"}); err == nil {
 		t.Fatal("nil Run accepted")
 	}
 	if err := s.Close(bounded(t, 5*time.Second)); err != nil {
@@ -190,14 +189,4 @@ func TestBadInputAndClosed(t *testing.T) {
 	if _, err := streams.NewGPU(rt, dev); err == nil {
 		t.Fatal("new stream on a closed runtime accepted")
 	}
-}
-
-// defaultComm is rt's default comm stream.
-func defaultComm(t testing.TB, rt *actors.Runtime) *streams.Comm {
-	t.Helper()
-	c, err := streams.DefaultComm(rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

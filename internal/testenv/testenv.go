@@ -12,9 +12,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/fence"
 	"github.com/choreo-gpu/choreo/gpu"
 	_ "github.com/choreo-gpu/choreo/gpu/cuda" // CHOREO_BACKEND=cuda on an NVIDIA machine
 	_ "github.com/choreo-gpu/choreo/gpu/sim"  // the default backend, and sim-staged
+	"github.com/choreo-gpu/choreo/streams"
 )
 
 // Backend is the backend name tests use.
@@ -56,4 +58,39 @@ func Runtime(t testing.TB, opts ...actors.Option) *actors.Runtime {
 		}
 	})
 	return rt
+}
+
+// Fences is rt's fence manager; a failure to get it fails the test.
+func Fences(t testing.TB, rt *actors.Runtime) *fence.Manager {
+	t.Helper()
+	m, err := fence.For(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// DefaultComm is rt's default comm stream; a failure fails the test.
+func DefaultComm(t testing.TB, rt *actors.Runtime) *streams.Comm {
+	t.Helper()
+	c, err := streams.DefaultComm(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Hold blocks s behind a GPU-side wait until the returned func runs (or
+// the test ends).
+func Hold(t testing.TB, s *streams.GPU) (release func()) {
+	t.Helper()
+	w, err := s.Device().NewFenceWord()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue([]gpu.Command{gpu.WaitValue{Word: w, Value: 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Store(gpu.StopValue) })
+	return func() { w.Store(1) }
 }
