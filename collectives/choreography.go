@@ -20,6 +20,10 @@ type plan struct {
 	in       *array.Array // nil for Recv
 	outShape []int        // the output's shape; [] is a scalar
 	hasOut   bool         // false for Send: no output
+	// refused, if set, is why the call cannot run: it still takes its
+	// place in the call order (so later calls stay matched) and aborts it
+	// there, so the peers fail at once.
+	refused  error
 	outDType gpu.DType
 	donate   bool
 	p2p      bool // sequence numbers per peer pair, not per group
@@ -70,6 +74,10 @@ func (g *Group) launch(p plan) (*array.Array, error) {
 		tag = algo.P2PTag(g.id, p.desc.Peer, g.Rank(), p.desc.Seq)
 	}
 	p.tag = tag
+	if p.refused != nil {
+		g.t.Abort(tag, p.refused)
+		return nil, p.refused
+	}
 	out, err := g.check(name, &p)
 	if err == nil {
 		out, err = g.choreograph(name, p)

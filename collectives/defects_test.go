@@ -368,3 +368,62 @@ func TestScalarOutputs(t *testing.T) {
 		}
 	}
 }
+
+// A refused send or recv keeps its place in the pair's order, like every
+// other refused call: the peer's matching call fails at once, and the next
+// pair meets.
+func TestRefusedPointToPointKeepsItsPlace(t *testing.T) {
+	for _, refuse := range []string{"recv dtype", "recv shape", "send nil"} {
+		t.Run(refuse, func(t *testing.T) {
+			w := newWorld(t, 2, collectives.WithTimeout(20*time.Second))
+			x, _ := array.Full(w.s[0], []int{4}, array.Float32, 1)
+			y, _ := array.Full(w.s[0], []int{4}, array.Float32, 2)
+			var first error
+			switch refuse {
+			case "send nil":
+				if err := w.groups[0].Send(w.s[0], nil, 1); err == nil {
+					t.Fatal("send of nil accepted")
+				}
+				r, err := w.groups[1].Recv(w.s[1], []int{4}, array.Float32, 0)
+				if err == nil {
+					first = r.Wait(bounded(t, 10*time.Second))
+				} else {
+					first = err
+				}
+			default:
+				if err := w.groups[0].Send(w.s[0], x, 1); err != nil {
+					t.Fatal(err)
+				}
+				shape, dt := []int{4}, array.Float32
+				if refuse == "recv dtype" {
+					dt = array.DType(0)
+				} else {
+					shape = []int{-4}
+				}
+				if _, err := w.groups[1].Recv(w.s[1], shape, dt, 0); err == nil {
+					t.Fatal("bad recv accepted")
+				}
+				start := time.Now()
+				first = w.groups[0].Wait(bounded(t, 10*time.Second))
+				if d := time.Since(start); d > 5*time.Second {
+					t.Fatalf("the sender learned of the refusal after %v", d)
+				}
+			}
+			if first == nil {
+				t.Fatal("the call matched against the refused one succeeded")
+			}
+			// The next pair meets: rank 1 gets y, not x.
+			if err := w.groups[0].Send(w.s[0], y, 1); err != nil {
+				t.Fatal(err)
+			}
+			r, err := w.groups[1].Recv(w.s[1], []int{4}, array.Float32, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := array.ToSlice[float32](bounded(t, 10*time.Second), r)
+			if err != nil || v[0] != 2 {
+				t.Fatalf("the next recv got %v %v, want the next send's 2s", v, err)
+			}
+		})
+	}
+}

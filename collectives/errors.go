@@ -28,8 +28,9 @@ var (
 	ErrShapeMismatch = algo.ErrShapeMismatch
 	// ErrBadOp: an unknown reduce op.
 	ErrBadOp = reduce.ErrBadOp
-	// ErrBadPeer: a peer or root rank out of range, or send/recv to self
-	// (always so in a group of size 1, R17).
+	// ErrBadPeer: a send/recv peer out of range, or send/recv to self
+	// (always so in a group of size 1, R17). A broadcast root out of range
+	// is ErrBadArgument.
 	ErrBadPeer = transport.ErrBadPeer
 	// ErrReleased: the fence guarding an output was released by failure;
 	// every failed output matches it.

@@ -99,11 +99,12 @@ func (g *Group) Broadcast(s *streams.GPU, x *array.Array, root int) (*array.Arra
 // dtype; the k-th Send to dst meets dst's k-th Recv from this rank. It
 // returns at once; a failure shows in Wait.
 func (g *Group) Send(s *streams.GPU, x *array.Array, dst int) error {
-	if x == nil {
-		return nilInput("send", g)
-	}
 	d := descOf(algo.KindSend, x)
 	d.Peer = dst
+	if x == nil { // refused, but in its place: dst's matching Recv fails at once
+		_, err := g.launch(plan{desc: d, s: s, p2p: true, refused: nilInput("send", g)})
+		return err
+	}
 	algoOpts := g.cfg.algo
 	_, err := g.launch(plan{desc: d, s: s, in: x, p2p: true,
 		run: func(ctx context.Context, d algo.Desc, in, _ []byte) error {
@@ -115,15 +116,20 @@ func (g *Group) Send(s *streams.GPU, x *array.Array, dst int) error {
 // Recv returns, at once, an array of the given shape and dtype that receives
 // what rank src sends.
 func (g *Group) Recv(s *streams.GPU, shape []int, dt gpu.DType, src int) (*array.Array, error) {
+	d := algo.Desc{Kind: algo.KindRecv, DType: dt, Peer: src}
+	var refused error
 	if !dt.Valid() {
-		return nil, fmt.Errorf("collectives: recv rank %d: dtype %v: %w", g.Rank(), dt, ErrBadArgument)
+		refused = fmt.Errorf("collectives: recv rank %d: dtype %v: %w", g.Rank(), dt, ErrBadArgument)
 	}
 	for _, n := range shape {
 		if n < 0 {
-			return nil, fmt.Errorf("collectives: recv rank %d: shape %v: %w", g.Rank(), shape, ErrBadArgument)
+			refused = fmt.Errorf("collectives: recv rank %d: shape %v: %w", g.Rank(), shape, ErrBadArgument)
 		}
 	}
-	d := algo.Desc{Kind: algo.KindRecv, DType: dt, Count: sizeOf(shape), Peer: src}
+	if refused != nil { // in its place: src's matching Send fails at once
+		return g.launch(plan{desc: d, s: s, p2p: true, refused: refused})
+	}
+	d.Count = sizeOf(shape)
 	algoOpts := g.cfg.algo
 	return g.launch(plan{desc: d, s: s, hasOut: true, outShape: slices.Clone(shape), outDType: dt, p2p: true,
 		run: func(ctx context.Context, d algo.Desc, _, out []byte) error {

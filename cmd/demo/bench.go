@@ -52,7 +52,7 @@ func (c *benchCmd) Run(log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	if c.Factor < 2 || c.MinSize < 1 || c.MaxSize < c.MinSize {
+	if c.Factor < 2 || c.MinSize < 1 || c.MaxSize < c.MinSize || c.MaxSize > 1<<40 {
 		return fmt.Errorf("bad sweep: min %d max %d factor %d", c.MinSize, c.MaxSize, c.Factor)
 	}
 	w, err := newWorld(log, c.Backend, c.Ranks, c.Timeout)
@@ -71,7 +71,7 @@ func (c *benchCmd) Run(log *zap.Logger) error {
 	var ar64 float64
 	for _, op := range strings.Split(c.Ops, ",") {
 		op = strings.TrimSpace(op)
-		for size := int(c.MinSize); size <= int(c.MaxSize); size *= c.Factor {
+		for size := int(c.MinSize); size <= int(c.MaxSize) && size > 0; size *= c.Factor { // MaxSize <= 1 TiB: no overflow
 			count := size / dt.Size()
 			if count < 1 {
 				continue
