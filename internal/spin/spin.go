@@ -67,10 +67,12 @@ type Policy struct {
 // Until polls ready through p's polling phases (never its sleeps) and
 // reports ready's last answer: false means the caller should park.
 func (p Policy) Until(ready func() bool) bool {
-	if ready() {
-		return true
+	for range max(p.Polls, 1) { // plain polls need no Backoff
+		if ready() {
+			return true
+		}
 	}
-	b := Backoff{p: p}
+	b := Backoff{p: p, n: p.Polls} // its plain polls are done
 	for b.Next() == 0 {
 		if ready() {
 			return true
