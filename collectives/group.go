@@ -127,22 +127,16 @@ func (g *Group) Comm() *streams.Comm { return g.comm }
 // finished (bounded by ctx) and returns the failures since the last Wait,
 // joined. It is how a caller learns of a failed Send, which has no output.
 func (g *Group) Wait(ctx context.Context) error {
-	done := make(chan error, 1)
-	if err := g.comm.Submit(streams.Task{Name: "wait", Run: func(context.Context) error { return nil },
-		Done: func(err error) { done <- err }}); err != nil {
-		return fmt.Errorf("collectives: wait: %w", err)
+	wait, err := g.onComm("wait", func(context.Context) error { return nil })
+	if err == nil {
+		err = wait(ctx)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("collectives: wait: %w", err)
-		}
-	case <-ctx.Done():
-		return fmt.Errorf("collectives: wait: %w", transport.CtxError(ctx))
+	if err != nil {
+		return fmt.Errorf("collectives: wait rank %d: %w", g.Rank(), err)
 	}
 	g.errMu.Lock()
 	defer g.errMu.Unlock()
-	err := errors.Join(g.errs...)
+	err = errors.Join(g.errs...)
 	g.errs = nil
 	return err
 }
@@ -170,6 +164,35 @@ func (g *Group) Close() error {
 		return fmt.Errorf("collectives: close group %d rank %d: %w", g.id, g.Rank(), err)
 	}
 	return nil
+}
+
+// onComm queues run on the rank's comm stream, under the group's timeout,
+// and returns a wait for its outcome, bounded by the wait's ctx and by the
+// time the tasks queued ahead may take. Calls that take a sequence number
+// queue under g.mu, so the comm stream runs them in their order.
+func (g *Group) onComm(name string, run func(ctx context.Context) error) (wait func(context.Context) error, err error) {
+	done := make(chan error, 1)
+	bound := time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)
+	err = g.comm.Submit(streams.Task{Name: name, Run: func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, g.cfg.timeout)
+		defer cancel()
+		return run(cctx)
+	}, Done: func(err error) { done <- err }})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return transport.CtxError(ctx)
+		case <-t.C:
+			return fmt.Errorf("%s: not run within %v: %w", name, bound, ErrTimeout)
+		}
+	}, nil
 }
 
 // closedErr adds ErrClosed to a failure that happened because the group

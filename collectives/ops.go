@@ -148,29 +148,22 @@ func (g *Group) Barrier(ctx context.Context) error {
 	}
 	g.seq++
 	d := algo.Desc{Kind: algo.KindBarrier, Group: g.id, Seq: g.seq, DType: gpu.Uint8}
-	done := make(chan error, 1)
-	err := g.comm.Submit(streams.Task{Name: "barrier", Run: func(cctx context.Context) error {
-		bctx, cancel := context.WithTimeout(cctx, g.cfg.timeout)
-		defer cancel()
+	wait, err := g.onComm("barrier", func(cctx context.Context) error {
 		if dl, ok := ctx.Deadline(); ok {
-			bctx, cancel = context.WithDeadline(bctx, dl)
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithDeadline(cctx, dl)
 			defer cancel()
 		}
-		return algo.Barrier(bctx, g.t, d, g.cfg.algo...)
-	}, Done: func(err error) { done <- err }})
+		return algo.Barrier(cctx, g.t, d, g.cfg.algo...)
+	})
 	g.mu.Unlock()
+	if err == nil {
+		err = wait(ctx)
+	}
 	if err != nil {
-		return fmt.Errorf("collectives: barrier rank %d: %w", g.Rank(), err)
+		return g.closedErr(fmt.Errorf("collectives: barrier rank %d: %w", g.Rank(), err))
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("collectives: barrier rank %d: %w", g.Rank(), err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("collectives: barrier rank %d: %w", g.Rank(), ctx.Err())
-	}
+	return nil
 }
 
 // abortWith consumes the group's next sequence number for a call that

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/streams"
 )
 
 // Split is a collective over the group that divides it like MPI_Comm_split:
@@ -34,25 +32,15 @@ func (g *Group) Split(color, key int) (*Group, error) {
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
 	all := make([]byte, 16*n)
 	d := algo.Desc{Kind: algo.KindSplit, Group: g.id, Seq: seq, DType: gpu.Int64, Count: 2}
-	done := make(chan error, 1)
-	err := g.comm.Submit(streams.Task{Name: "split", Run: func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, g.cfg.timeout)
-		defer cancel()
-		return algo.Split(cctx, g.t, d, mine, all, g.cfg.algo...)
-	}, Done: func(err error) { done <- err }})
+	wait, err := g.onComm("split", func(ctx context.Context) error {
+		return algo.Split(ctx, g.t, d, mine, all, g.cfg.algo...)
+	})
 	g.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("collectives: split rank %d: %w", g.Rank(), err)
+	if err == nil {
+		err = wait(context.Background()) // bounded by the task's own deadline
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			return nil, fmt.Errorf("collectives: split rank %d: %w", g.Rank(), err)
-		}
-	case <-time.After(time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)):
-		// The task keeps its own deadline; this only bounds a stream that
-		// never runs it (closed while draining).
-		return nil, fmt.Errorf("collectives: split rank %d: %w", g.Rank(), ErrTimeout)
+	if err != nil {
+		return nil, g.closedErr(fmt.Errorf("collectives: split rank %d: %w", g.Rank(), err))
 	}
 	if color < 0 {
 		return nil, nil
