@@ -1,11 +1,11 @@
 package collectives
 
 import (
-	"math/bits"
 	"sync"
 	"sync/atomic"
 
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/pool"
 )
 
 // maxFreePerClass bounds how many idle staging buffers a group keeps per
@@ -28,8 +28,7 @@ const maxIdleBytes = 1 << 30
 // them once the group has closed, are freed. Safe for concurrent use.
 type stagingPool struct {
 	mu     sync.Mutex
-	free   map[stagingKey][]gpu.Buffer
-	idle   int // bytes held in free
+	free   pool.Lists[stagingKey, gpu.Buffer]
 	closed bool
 }
 
@@ -38,21 +37,16 @@ type stagingKey struct {
 	class int
 }
 
-func stagingClass(n int) int { return 1 << bits.Len(uint(n-1)) }
-
 // get returns a staging buffer of at least n > 0 bytes on dev, with the
 // pool's share; its contents are undefined.
 func (p *stagingPool) get(dev gpu.Device, n int) (*shared, error) {
-	k := stagingKey{dev, stagingClass(n)}
+	k := stagingKey{dev, pool.Class(n)}
 	p.mu.Lock()
-	if l := p.free[k]; len(l) > 0 {
-		b := l[len(l)-1]
-		p.free[k] = l[:len(l)-1]
-		p.idle -= k.class
-		p.mu.Unlock()
+	b, ok := p.free.Take(k)
+	p.mu.Unlock()
+	if ok {
 		return newShared(p, k, b), nil
 	}
-	p.mu.Unlock()
 	b, err := dev.Alloc(k.class, gpu.HostMem)
 	if err != nil {
 		return nil, err
@@ -63,12 +57,8 @@ func (p *stagingPool) get(dev gpu.Device, n int) (*shared, error) {
 // put takes b back, or frees it if the pool is full or closed.
 func (p *stagingPool) put(k stagingKey, b gpu.Buffer) {
 	p.mu.Lock()
-	if !p.closed && len(p.free[k]) < maxFreePerClass && p.idle+k.class <= maxIdleBytes {
-		if p.free == nil {
-			p.free = map[stagingKey][]gpu.Buffer{}
-		}
-		p.free[k] = append(p.free[k], b)
-		p.idle += k.class
+	if !p.closed && p.free.Len(k) < maxFreePerClass && p.free.Bytes()+k.class <= maxIdleBytes {
+		p.free.Put(k, b, k.class)
 		p.mu.Unlock()
 		return
 	}
@@ -80,13 +70,14 @@ func (p *stagingPool) put(k stagingKey, b gpu.Buffer) {
 func (p *stagingPool) close() {
 	p.mu.Lock()
 	p.closed = true
-	free := p.free
-	p.free, p.idle = nil, 0
+	var idle []gpu.Buffer
+	for _, b := range p.free.All() {
+		idle = append(idle, b)
+	}
+	p.free.Clear()
 	p.mu.Unlock()
-	for _, l := range free {
-		for _, b := range l {
-			_ = b.Free()
-		}
+	for _, b := range idle {
+		_ = b.Free()
 	}
 }
 

@@ -3,7 +3,6 @@ package streams
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
@@ -37,14 +36,8 @@ func (e Event) Wait(ctx context.Context) error { return e.WaitUntil(ctx, nil) }
 // does for an array that failed while its event was still pending.
 func (e Event) WaitUntil(ctx context.Context, stop <-chan struct{}) error {
 	over := func() bool { return e.Done() || closed(stop) }
-	if spin.Until(spin.Budget(), over) {
+	if (spin.Policy{Spin: spin.Budget(), Yields: 8}).Until(over) {
 		return nil
-	}
-	for range 8 {
-		runtime.Gosched()
-		if over() {
-			return nil
-		}
 	}
 	e.s.parked.Add(1) // before the last look, so complete sees it (see GPU.complete)
 	defer e.s.parked.Add(-1)

@@ -2,7 +2,7 @@
 // that keeps the code to it. Imports point one way, base first; a package
 // may import only packages of a lower layer:
 //
-//	0  internal/errs, internal/spin, gpu/half   leaves: sentinels, spinning, half floats
+//	0  internal/errs, internal/spin, internal/pool, gpu/half   leaves
 //	1  gpu                                      the device interfaces, the command set
 //	2  metalshader                              Metal kernel sources
 //	3  gpu/sim, gpu/cuda, gpu/metal, gpu/gputest, internal/darwincheck
@@ -11,7 +11,7 @@
 //	6  fence                                    the fence manager (a runtime service) and Fence
 //	7  array                                    arrays on streams
 //	8  collectives/reduce, collectives/transport
-//	9  collectives/algo, collectives/transport/transporttest
+//	9  collectives/algo, collectives/transport/transporttest, collectives/transport/tcp
 //	10 collectives                              Group, the ops as choreographies
 //	11 choreotest, internal/testenv              test kits
 //	12 cmd/...                                  programs

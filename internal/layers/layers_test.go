@@ -15,7 +15,7 @@ const module = "github.com/choreo-gpu/choreo/"
 
 // layer is each package's place in the import graph (see doc.go).
 var layer = map[string]int{
-	"internal/errs": 0, "internal/spin": 0, "gpu/half": 0, "internal/layers": 0,
+	"internal/errs": 0, "internal/spin": 0, "gpu/half": 0, "internal/layers": 0, "internal/pool": 0,
 	"gpu":         1,
 	"metalshader": 2,
 	"gpu/sim":     3, "gpu/cuda": 3, "gpu/metal": 3, "gpu/gputest": 3, "internal/darwincheck": 3,
@@ -24,7 +24,7 @@ var layer = map[string]int{
 	"fence":              6,
 	"array":              7,
 	"collectives/reduce": 8, "collectives/transport": 8,
-	"collectives/algo": 9, "collectives/transport/transporttest": 9,
+	"collectives/algo": 9, "collectives/transport/transporttest": 9, "collectives/transport/tcp": 9,
 	"collectives": 10,
 	"choreotest":  11, "internal/testenv": 11,
 }
@@ -33,9 +33,6 @@ var layer = map[string]int{
 func place(pkg string) (int, bool) {
 	if strings.HasPrefix(pkg, "cmd/") {
 		return 12, true
-	}
-	if strings.HasPrefix(pkg, "internal/pool") { // helpers of the lower layers
-		return 0, true
 	}
 	l, ok := layer[pkg]
 	return l, ok
