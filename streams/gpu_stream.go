@@ -12,28 +12,44 @@ import (
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
+// Limits of what a stream hands its queue at once: how many batches it
+// keeps in flight before it gathers later commands into one batch, and how
+// many commands a gathered batch holds.
+const (
+	maxInflight = 4
+	maxBatch    = 512
+)
+
 // GPU is the handle of a GPU stream: one in-order queue on one device. The
 // actor behind it is the backend's queue itself (gpu.Queue: its FIFO and
 // its worker own the order and run each batch), and GPU is the thin sender
-// that numbers what it sends: Enqueue submits straight to the queue, under
-// the stream's lock, so the sequence numbers Events wait on follow the
-// queue's order. (A protoactor mailbox in front of the queue added a
-// goroutine hand-off to every command and a second FIFO before the
-// queue's own, and bought nothing the queue does not do.)
+// that numbers what it sends. An Enqueue that finds fewer than maxInflight
+// of the stream's batches in flight submits straight to the queue, on the
+// caller's goroutine; otherwise it is gathered, and the completion of a
+// batch in flight submits what was gathered as one batch (one unit per
+// Enqueue), on the backend's goroutine. So a lone command reaches the
+// device with no hand-off, and a burst costs the queue one batch, not one
+// per command. (A protoactor mailbox in front of the queue added a
+// goroutine hand-off to every command, and a second FIFO before the
+// queue's own.)
 //
 // Enqueue is safe for concurrent use; the commands of one caller run in
 // the order that caller enqueued them, and all commands run in the order in
-// which their Enqueue calls returned (R12). Close stops accepting commands
-// and closes the queue; afterwards Enqueue returns ErrClosed.
+// which their Enqueue calls returned (R12). Close stops accepting commands,
+// submits what was gathered and closes the queue; afterwards Enqueue
+// returns ErrClosed.
 type GPU struct {
 	name string
 	dev  gpu.Device
 	q    gpu.Queue
 	log  *zap.Logger
 
-	mu      sync.Mutex // orders submission with nextSeq; guards closed
-	nextSeq uint64
-	closed  bool
+	mu       sync.Mutex // orders submission with nextSeq; guards what follows
+	nextSeq  uint64
+	closed   bool
+	inflight int           // the stream's batches submitted and not done
+	gathered []*encode     // waiting for a batch in flight to finish, in order
+	drained  chan struct{} // closed once gathered is empty after Close
 
 	completed atomic.Uint64                 // highest sequence number completed
 	progress  atomic.Pointer[chan struct{}] // closed and replaced at a completion someone parks for
@@ -44,28 +60,24 @@ type GPU struct {
 }
 
 // encode is one Enqueue: its commands, its done callback and its sequence
-// number. The callback runs at most once; a panic in it is the caller's bug,
-// logged and recovered, so the stream goes on.
+// number. The callback runs at most once; a panic in it is the caller's
+// bug, logged and recovered, so the stream goes on.
 type encode struct {
+	cmds []gpu.Command
 	done func(error)
 	seq  uint64
-	s    *GPU
 }
 
-// finish runs the callback, then marks the message complete.
-func (e *encode) finish(err error) {
-	if e.done != nil {
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					e.s.log.Error("done callback of a GPU stream command panicked; recovered",
-						zap.String("stream", e.s.name), zap.Uint64("seq", e.seq), zap.Any("panic", r), zap.Stack("stack"))
-				}
-			}()
-			e.done(err)
-		}()
+// hasWait reports whether the message holds a GPU-side wait: such a
+// message is a batch of its own, so that the commands before it report
+// their completion without waiting for the wait to pass.
+func (e *encode) hasWait() bool {
+	for _, c := range e.cmds {
+		if _, ok := c.(gpu.WaitValue); ok {
+			return true
+		}
 	}
-	e.s.complete(e.seq)
+	return false
 }
 
 var gpuStreamCount atomic.Uint64
@@ -97,12 +109,12 @@ func (s *GPU) Name() string { return s.name }
 // Device is the device the stream runs on.
 func (s *GPU) Device() gpu.Device { return s.dev }
 
-// Enqueue validates cmds and submits them to the queue without waiting
+// Enqueue validates cmds and hands them to the queue without waiting
 // (R13). done, if not nil, is called once when they have completed or
 // failed, from the backend's completion goroutine: it must not block. If
 // Enqueue returns an error, nothing was enqueued and done is not called.
 // The returned Event completes after the commands (and everything enqueued
-// before them) have. One Enqueue is one batch: a command that fails skips
+// before them) have. One Enqueue is one unit: a command that fails skips
 // the rest of its own commands only and fails only its own done; later
 // commands on the stream still run.
 func (s *GPU) Enqueue(cmds []gpu.Command, done func(error)) (ev Event, err error) {
@@ -114,19 +126,125 @@ func (s *GPU) Enqueue(cmds []gpu.Command, done func(error)) (ev Event, err error
 	if s.closed {
 		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, ErrClosed)
 	}
-	m := &encode{done: done, seq: s.nextSeq + 1, s: s}
-	// A panic while submitting is a backend bug: it fails this call, the
-	// stream goes on (R14).
+	m := &encode{cmds: cmds, done: done, seq: s.nextSeq + 1}
+	if s.inflight >= maxInflight || len(s.gathered) > 0 {
+		s.gathered = append(s.gathered, m)
+		s.nextSeq++
+		return Event{s: s, seq: m.seq}, nil
+	}
+	if err := s.submitLocked([]*encode{m}); err != nil {
+		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, err)
+	}
+	s.nextSeq++
+	return Event{s: s, seq: m.seq}, nil
+}
+
+// submitLocked hands msgs to the queue as one batch, one unit per message.
+// A panic in the backend's Submit is a backend bug: it becomes the error
+// (R14).
+func (s *GPU) submitLocked(msgs []*encode) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("streams: %s: submit: %w: %v", s.name, ErrPanic, r)
 		}
 	}()
-	if err := s.q.Submit(cmds, m.finish); err != nil {
-		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, err)
+	var cmds []gpu.Command
+	var ends []int
+	units := make([]int, len(msgs)) // message -> unit; -1: no commands
+	if len(msgs) == 1 {
+		cmds, units[0] = msgs[0].cmds, 0
+	} else {
+		for i, m := range msgs {
+			units[i] = -1
+			if len(m.cmds) > 0 {
+				cmds = append(cmds, m.cmds...)
+				ends = append(ends, len(cmds))
+				units[i] = len(ends) - 1
+			}
+		}
 	}
-	s.nextSeq++
-	return Event{s: s, seq: m.seq}, nil
+	last := msgs[len(msgs)-1].seq
+	done := func(err error) {
+		for i, m := range msgs {
+			s.finish(m, gpu.UnitErr(err, units[i]))
+		}
+		s.complete(last)
+		s.batchDone()
+	}
+	if len(msgs) == 1 {
+		err = s.q.Submit(cmds, done)
+	} else {
+		err = s.q.SubmitUnits(cmds, ends, done)
+	}
+	if err == nil {
+		s.inflight++
+	}
+	return err
+}
+
+// finish runs a message's callback, recovering a panic in it.
+func (s *GPU) finish(m *encode, err error) {
+	if m.done == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("done callback of a GPU stream command panicked; recovered",
+				zap.String("stream", s.name), zap.Uint64("seq", m.seq), zap.Any("panic", r), zap.Stack("stack"))
+		}
+	}()
+	m.done(err)
+}
+
+// batchDone ends one batch in flight and submits what was gathered
+// meanwhile: runs of messages without a GPU-side wait as one batch each,
+// a message with one alone.
+func (s *GPU) batchDone() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	for s.inflight < maxInflight && len(s.gathered) > 0 {
+		n, cmds := 1, len(s.gathered[0].cmds)
+		if !s.gathered[0].hasWait() {
+			for n < len(s.gathered) && !s.gathered[n].hasWait() && cmds+len(s.gathered[n].cmds) <= maxBatch {
+				cmds += len(s.gathered[n].cmds)
+				n++
+			}
+		}
+		run := s.gathered[:n:n]
+		s.gathered = s.gathered[n:]
+		if err := s.submitLocked(run); err != nil {
+			s.refused(run, err)
+		}
+	}
+	if len(s.gathered) == 0 {
+		s.gathered = nil
+		if s.drained != nil {
+			close(s.drained)
+			s.drained = nil
+		}
+	}
+}
+
+// refused handles gathered messages the queue refused as one batch (a bad
+// or freed buffer in one of them): each is tried alone, so only the bad one
+// fails, and a failed one still completes in its turn.
+func (s *GPU) refused(run []*encode, err error) {
+	for _, m := range run {
+		if len(run) > 1 {
+			err = s.submitLocked([]*encode{m})
+		}
+		if err == nil {
+			continue
+		}
+		s.finish(m, fmt.Errorf("streams: %s: submit: %w", s.name, err))
+		seq := m.seq
+		if s.q.Submit(nil, func(error) { s.complete(seq); s.batchDone() }) == nil {
+			s.inflight++
+		} else {
+			s.complete(seq) // the queue runs nothing more: nothing is left to wait for
+		}
+	}
 }
 
 // Last returns an Event for everything enqueued so far.
@@ -136,15 +254,34 @@ func (s *GPU) Last() Event {
 	return Event{s: s, seq: s.nextSeq}
 }
 
-// Close stops accepting commands and closes the device queue, bounded by
-// ctx. Commands that cannot run complete with errors; waiters on
-// unfinished events get ErrClosed.
+// Close stops accepting commands, lets what was gathered reach the queue
+// and closes the queue, bounded by ctx. Commands that cannot run complete
+// with errors; waiters on unfinished events get ErrClosed.
 func (s *GPU) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
+		var drained chan struct{}
+		if len(s.gathered) > 0 {
+			s.drained = make(chan struct{})
+			drained = s.drained
+		}
 		s.mu.Unlock()
-		if err := s.q.Close(ctx); err != nil {
+		if drained != nil {
+			select {
+			case <-drained:
+			case <-ctx.Done():
+			}
+		}
+		err := s.q.Close(ctx)
+		s.mu.Lock()
+		left := s.gathered
+		s.gathered = nil
+		s.mu.Unlock()
+		for _, m := range left {
+			s.finish(m, fmt.Errorf("streams: %s: %w", s.name, ErrClosed))
+		}
+		if err != nil {
 			s.closeErr = fmt.Errorf("streams: close %s: close queue: %w", s.name, err)
 		}
 		close(s.dead)
