@@ -1,0 +1,773 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// aLongTimeAgo is a read deadline that wakes a blocked reader at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Where a frame's payload goes.
+const (
+	sinkDiscard = iota
+	sinkBuf     // c.buf: an eager message nobody waits for yet, an abort's text
+	sinkMsg     // c.m: a message going straight into its Recv's buffer
+)
+
+// readBuf is the size of a connection's read buffer. Payloads larger than
+// half of it skip the buffer: they are read straight where they belong.
+const readBuf = 64 << 10
+
+// smallFrame is the largest payload copied behind its header into one
+// write; larger ones go out with writev, straight from the caller's slice.
+const smallFrame = 16 << 10
+
+// conn is one authenticated TCP connection to a peer, used in both
+// directions.
+//
+// Writes: a Send writes its frames itself, holding the write lock for one
+// frame at a time (so other tags' frames interleave at frame boundaries)
+// and giving up when its context ends, even mid-frame: the rest of that
+// frame (at most MaxFrame bytes) is then copied and written first by the
+// next writer or the flush goroutine, so frames always arrive whole. Control frames (CTS, credit,
+// retract, abort, ping) are queued and written by a short-lived flush
+// goroutine, so that a reader never blocks on a write.
+//
+// Reads: at most one reader goroutine at a time (reading), which parses
+// frames with the state below and never waits for anything but the
+// socket. It runs while the transport has operations in flight, and
+// briefly after; it is stopped early by a read deadline in the past
+// (kick), which is how a Recv that ends while the reader fills its buffer
+// gets the buffer back at once.
+type conn struct {
+	t   *Transport
+	p   *peer
+	idx int
+	nc  net.Conn
+
+	wsem      chan struct{} // the write lock: one frame at a time
+	wbuf      []byte        // under wsem: a small frame's bytes
+	partial   []byte        // under wsem: the rest of a frame cut short
+	dmu       sync.Mutex    // orders write deadline changes
+	wgen      uint64        // under dmu: which write a deadline is for
+	lastRead  atomic.Int64
+	lastWrite atomic.Int64
+
+	mu      sync.Mutex // reader lifecycle and read deadlines
+	reading bool       // a reader goroutine owns the read state
+	kicked  bool       // a kick's deadline is set and not consumed
+	armed   bool       // a linger deadline is set
+	dead    bool
+
+	qmu      sync.Mutex
+	ctl      []byte // queued control frames
+	flushing bool
+	resume   bool // a cut frame waits in partial
+	qdead    bool
+
+	// Read state, owned by the reader goroutine.
+	rbuf       []byte
+	rpos, rend int
+	hdr        [hdrSize]byte
+	hn         int
+	cur        frame
+	left       int // payload bytes of cur still to read
+	sink       int
+	buf        []byte // sinkBuf
+	boff       int
+	m          *inMsg // sinkMsg
+	roff       int    // sinkMsg: offset in the Recv's buffer
+	readSince  bool   // data read since the linger deadline was set
+}
+
+func newConn(p *peer, idx int, nc net.Conn) *conn {
+	return &conn{t: p.t, p: p, idx: idx, nc: nc, rbuf: make([]byte, readBuf),
+		wsem: make(chan struct{}, 1), wbuf: make([]byte, 0, hdrSize+smallFrame)}
+}
+
+// protoError marks a read error as the peer breaking the protocol.
+type protoError struct{ err error }
+
+func (e protoError) Error() string { return e.err.Error() }
+func (e protoError) Unwrap() error { return e.err }
+
+func protoErrorf(format string, a ...any) error { return protoError{fmt.Errorf(format, a...)} }
+
+// startLocked starts a reader with the given deadline. c.mu is held.
+func (c *conn) startLocked(deadline time.Time) {
+	_ = c.nc.SetReadDeadline(deadline)
+	c.kicked = false
+	c.armed = false
+	if c.t.goAdd(c.readLoop) {
+		c.reading = true
+	}
+}
+
+// wake makes sure a reader runs (an operation started). A running reader
+// keeps any linger deadline: if it fires while operations are in flight,
+// the reader clears it and goes on, which costs less than clearing it at
+// every start.
+func (c *conn) wake() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dead && !c.reading {
+		c.startLocked(time.Time{})
+	}
+}
+
+// idle lets the reader stop after linger (the last operation ended),
+// unless a deadline is set already.
+func (c *conn) idle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading && !c.kicked && !c.armed && !c.dead {
+		c.armed = true
+		_ = c.nc.SetReadDeadline(time.Now().Add(linger))
+	}
+}
+
+// drain starts a short reader if none runs (the heartbeat's reading of an
+// idle connection).
+func (c *conn) drain() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading || c.dead {
+		return
+	}
+	if c.t.busy.Load() > 0 {
+		c.startLocked(time.Time{})
+	} else {
+		c.startLocked(time.Now().Add(drainLinger))
+		c.armed = true
+	}
+}
+
+// kick wakes the reader out of a blocked read.
+func (c *conn) kick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading && !c.dead {
+		c.kicked = true
+		_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+// shut closes the connection; its goroutines end.
+func (c *conn) shut() {
+	c.mu.Lock()
+	c.dead = true
+	c.mu.Unlock()
+	c.qmu.Lock()
+	c.qdead = true
+	c.ctl = nil
+	c.qmu.Unlock()
+	_ = c.nc.Close()
+}
+
+func (c *conn) touch() {
+	c.lastRead.Store(c.t.now())
+	c.readSince = true
+}
+
+// writeFrame writes a frame with no context (tests).
+func (c *conn) writeFrame(f *frame, payload []byte) error {
+	_, err := c.write(context.Background(), f, payload)
+	return err
+}
+
+// lock takes the write lock unless ctx ends or the peer goes first.
+func (c *conn) lock(ctx context.Context) error {
+	select {
+	case c.wsem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.wsem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return transport.CtxError(ctx)
+	case <-c.p.gone:
+		return c.p.lostErr()
+	}
+}
+
+func (c *conn) unlock() { <-c.wsem }
+
+// write writes frame f and its payload from the caller's goroutine. When
+// ctx ends first it returns ctx's error, with sent reporting whether the
+// frame started out (it will then arrive whole: its rest is copied and
+// written before anything else) or not at all.
+func (c *conn) write(ctx context.Context, f *frame, payload []byte) (sent bool, err error) {
+	if err := c.lock(ctx); err != nil {
+		return false, err
+	}
+	defer c.unlock()
+	if err := transport.CtxError(ctx); err != nil {
+		return false, err
+	}
+	if len(c.partial) > 0 {
+		n, err := c.writeWithin(ctx, c.partial)
+		c.partial = c.partial[n:]
+		if err != nil {
+			c.leftover()
+			return false, c.cut(ctx, err)
+		}
+		c.partial = nil
+	}
+	var hb [hdrSize]byte
+	var n int
+	if len(payload) <= smallFrame {
+		// One write of a copy costs less than a writev of two pieces.
+		b := append(c.wbuf[:0], hb[:]...)
+		putFrame(b, f)
+		b = append(b, payload...)
+		c.wbuf = b[:0]
+		n, err = c.writeWithin(ctx, b)
+		if err != nil && n > 0 {
+			c.partial = append([]byte(nil), b[n:]...)
+		}
+	} else {
+		putFrame(hb[:], f)
+		n, err = c.writeWithin(ctx, hb[:], payload)
+		if err != nil && n > 0 {
+			rest := make([]byte, 0, hdrSize+len(payload)-n)
+			if n < hdrSize {
+				rest = append(rest, hb[n:]...)
+				rest = append(rest, payload...)
+			} else {
+				rest = append(rest, payload[n-hdrSize:]...)
+			}
+			c.partial = rest
+		}
+	}
+	if err != nil {
+		if n > 0 {
+			c.leftover()
+		}
+		return n > 0, c.cut(ctx, err)
+	}
+	c.lastWrite.Store(c.t.now())
+	return true, nil
+}
+
+// cut is the error of a write that failed: ctx's once it ended (the write
+// was cut short for it), else the socket's.
+func (c *conn) cut(ctx context.Context, err error) error {
+	if e := transport.CtxError(ctx); e != nil {
+		return e
+	}
+	return err
+}
+
+// leftover makes sure the flush goroutine writes c.partial.
+func (c *conn) leftover() {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	c.resume = true
+	if !c.qdead && !c.flushing && c.t.goAdd(c.flush) {
+		c.flushing = true
+	}
+}
+
+// writeWithin writes bufs, cut short by a write deadline in the past once
+// ctx ends. It returns the bytes written.
+func (c *conn) writeWithin(ctx context.Context, bufs ...[]byte) (int, error) {
+	wr := func() (int, error) {
+		if len(bufs) == 1 {
+			return c.nc.Write(bufs[0])
+		}
+		nb := net.Buffers(bufs)
+		n, err := nb.WriteTo(c.nc)
+		return int(n), err
+	}
+	if ctx.Done() == nil {
+		return wr()
+	}
+	c.dmu.Lock()
+	gen := c.wgen
+	c.dmu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		c.dmu.Lock()
+		if c.wgen == gen {
+			_ = c.nc.SetWriteDeadline(aLongTimeAgo)
+		}
+		c.dmu.Unlock()
+	})
+	n, err := wr()
+	if !stop() {
+		c.dmu.Lock()
+		c.wgen++
+		_ = c.nc.SetWriteDeadline(time.Time{})
+		c.dmu.Unlock()
+	}
+	return n, err
+}
+
+// enqueue queues control frames b for the flush goroutine.
+func (c *conn) enqueue(b []byte) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.qdead {
+		return
+	}
+	c.ctl = append(c.ctl, b...)
+	if !c.flushing && c.t.goAdd(c.flush) {
+		c.flushing = true
+	}
+}
+
+// ping queues a PING unless something is queued already.
+func (c *conn) ping() {
+	c.qmu.Lock()
+	busy := c.flushing || len(c.ctl) > 0
+	c.qmu.Unlock()
+	if !busy {
+		c.enqueue((&frame{Type: fPing}).bytes())
+	}
+}
+
+// flush writes the rest of a cut frame, then the queued control frames,
+// until nothing is left. Its writes have no deadline: a peer that stops
+// reading is lost after PeerTimeout, which closes the connection.
+func (c *conn) flush() {
+	for {
+		c.qmu.Lock()
+		b := c.ctl
+		c.ctl = nil
+		if c.qdead || (len(b) == 0 && !c.resume) {
+			c.flushing = false
+			c.qmu.Unlock()
+			return
+		}
+		c.resume = false
+		c.qmu.Unlock()
+		c.wsem <- struct{}{}
+		var err error
+		if len(c.partial) > 0 {
+			_, err = c.nc.Write(c.partial)
+			c.partial = nil
+		}
+		if err == nil && len(b) > 0 {
+			_, err = c.nc.Write(b)
+		}
+		<-c.wsem
+		if err != nil {
+			c.qmu.Lock()
+			c.flushing = false
+			c.qmu.Unlock()
+			c.p.lose(fmt.Errorf("write: %w", err))
+			return
+		}
+		c.lastWrite.Store(c.t.now())
+	}
+}
+
+// readLoop is the reader goroutine.
+func (c *conn) readLoop() {
+	for {
+		err := c.step()
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.mu.Lock()
+			if c.dead {
+				c.reading = false
+				c.mu.Unlock()
+				return
+			}
+			kicked := c.kicked
+			c.kicked = false
+			c.armed = false
+			switch {
+			case c.t.busy.Load() > 0:
+				_ = c.nc.SetReadDeadline(time.Time{})
+			case kicked || c.readSince:
+				c.readSince = false
+				c.armed = true
+				_ = c.nc.SetReadDeadline(time.Now().Add(linger))
+			default:
+				c.reading = false
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+			continue
+		}
+		c.mu.Lock()
+		c.reading = false
+		dead := c.dead
+		c.dead = true
+		c.mu.Unlock()
+		if !dead {
+			var pe protoError
+			if errors.As(err, &pe) {
+				c.p.protocol(pe.err)
+			} else {
+				c.p.lose(readError(err))
+			}
+		}
+		return
+	}
+}
+
+func readError(err error) error {
+	if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("connection closed: %w", err)
+	}
+	return fmt.Errorf("read: %w", err)
+}
+
+// step reads once from the socket and processes what it read.
+func (c *conn) step() error {
+	if c.rpos == c.rend && c.left > 0 {
+		switch {
+		case c.sink == sinkMsg:
+			if done, err := c.readIntoMsg(); done {
+				return err
+			}
+		case c.sink == sinkBuf && c.left >= readBuf/2:
+			n, err := c.nc.Read(c.buf[c.boff : c.boff+c.left])
+			if n > 0 {
+				c.touch()
+				c.boff += n
+				c.left -= n
+				if c.left == 0 {
+					if e := c.finish(); e != nil {
+						return e
+					}
+				}
+			}
+			return err
+		}
+	}
+	if c.rpos == c.rend {
+		n, err := c.nc.Read(c.rbuf)
+		if n > 0 {
+			c.touch()
+			c.rpos, c.rend = 0, n
+		}
+		if err != nil {
+			if n > 0 {
+				if e := c.consume(); e != nil {
+					return e
+				}
+			}
+			return err
+		}
+	}
+	return c.consume()
+}
+
+// readIntoMsg reads straight from the socket into the buffer of the Recv
+// receiving c.m. It reports done = false when that Recv has ended (the
+// bytes are then read and dropped the ordinary way).
+func (c *conn) readIntoMsg() (done bool, err error) {
+	p := c.p
+	p.mu.Lock()
+	m := c.m
+	r := m.op
+	if r == nil || r.busy {
+		p.mu.Unlock()
+		return false, nil
+	}
+	r.busy = true
+	r.c = c
+	dst := r.buf[c.roff : c.roff+c.left]
+	p.mu.Unlock()
+
+	n, err := c.nc.Read(dst)
+	if n > 0 {
+		c.touch()
+	}
+	p.mu.Lock()
+	r.busy = false
+	m.got += n
+	c.roff += n
+	c.left -= n
+	if r.stop != nil {
+		stop := r.stop
+		r.stop = nil
+		p.end(r, stop)
+	}
+	p.mu.Unlock()
+	if c.left == 0 {
+		if e := c.finish(); e != nil {
+			return true, e
+		}
+	}
+	return true, err
+}
+
+// consume parses the buffered bytes.
+func (c *conn) consume() error {
+	for c.rpos < c.rend {
+		if c.left == 0 {
+			k := copy(c.hdr[c.hn:], c.rbuf[c.rpos:c.rend])
+			c.hn += k
+			c.rpos += k
+			if c.hn < hdrSize {
+				return nil
+			}
+			c.hn = 0
+			f, err := decodeFrame(c.hdr[:], c.t.cfg.MaxFrame)
+			if err != nil {
+				return protoError{err}
+			}
+			if err := c.begin(&f); err != nil {
+				return err
+			}
+			continue
+		}
+		k := min(c.left, c.rend-c.rpos)
+		c.piece(c.rbuf[c.rpos : c.rpos+k])
+		c.rpos += k
+		c.left -= k
+		if c.left == 0 {
+			if err := c.finish(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// piece takes payload bytes of the current frame from the read buffer.
+func (c *conn) piece(b []byte) {
+	switch c.sink {
+	case sinkBuf:
+		c.boff += copy(c.buf[c.boff:], b)
+	case sinkMsg:
+		p := c.p
+		p.mu.Lock()
+		c.m.got += len(b)
+		if r := c.m.op; r != nil {
+			copy(r.buf[c.roff:], b)
+		}
+		c.roff += len(b)
+		p.mu.Unlock()
+	}
+}
+
+// begin acts on a frame header and sets up where its payload goes.
+func (c *conn) begin(f *frame) error {
+	c.cur = *f
+	c.left = int(f.Len)
+	c.sink = sinkDiscard
+	c.m, c.buf, c.boff, c.roff = nil, nil, 0, 0
+	p := c.p
+	t := c.t
+	tag := transport.Tag{Group: f.Group, Seq: f.Seq, Step: f.Step}
+	switch f.Type {
+	case fEager:
+		n := int(f.Len)
+		cost := int64(n) + msgOverhead
+		p.mu.Lock()
+		if p.lost != nil {
+			p.mu.Unlock()
+			break
+		}
+		if p.inBuf+cost > int64(t.cfg.MaxBuffered) {
+			used := p.inBuf
+			p.mu.Unlock()
+			return protoErrorf("an eager message of %d bytes overruns the window (%d of %d bytes in use)", n, used, t.cfg.MaxBuffered)
+		}
+		p.inBuf += cost
+		if t.aborted(tag) != nil {
+			p.consumed(cost)
+			p.mu.Unlock()
+			break
+		}
+		q := p.queues[tag]
+		if q != nil && q.active == nil && len(q.arrived) == 0 && len(q.posted) > 0 {
+			// A Recv waits: the bytes go straight into its buffer.
+			r := q.posted[0]
+			q.posted[0] = nil
+			q.posted = q.posted[1:]
+			r.state = opMatched
+			if len(r.buf) != n {
+				p.consumed(cost)
+				p.end(r, sizeErr(n, len(r.buf)))
+				p.tidy(tag, q)
+				p.mu.Unlock()
+				break
+			}
+			m := &inMsg{tag: tag, eager: true, size: n, cost: cost, op: r}
+			r.m = m
+			q.active = m
+			c.m = m
+			c.sink = sinkMsg
+		} else {
+			m := &inMsg{tag: tag, eager: true, size: n, cost: cost, data: make([]byte, n)}
+			c.m = m
+			c.buf = m.data
+			c.sink = sinkBuf
+		}
+		p.mu.Unlock()
+	case fRTS:
+		p.mu.Lock()
+		if p.lost == nil && t.aborted(tag) == nil {
+			// The sender holds at most maxRTS; its retractions and aborts
+			// reach this rank a little after it reuses their slots.
+			if p.rts >= 4*maxRTS {
+				p.mu.Unlock()
+				return protoErrorf("more than %d messages announced", 4*maxRTS)
+			}
+			if f.Size > 1<<62 {
+				p.mu.Unlock()
+				return protoErrorf("a message of %d bytes announced", f.Size)
+			}
+			p.rts++
+			q := p.queue(tag)
+			q.arrived = append(q.arrived, &inMsg{tag: tag, size: int(f.Size), id: f.ID, c: c})
+			p.match(tag, q)
+		}
+		p.mu.Unlock()
+	case fCTS:
+		p.mu.Lock()
+		s := p.sends[f.ID]
+		p.mu.Unlock()
+		if s == nil {
+			c.enqueue((&frame{Type: fRetract, ID: f.ID}).bytes())
+			break
+		}
+		select {
+		case s.cts <- f.Flags:
+		default:
+		}
+	case fChunk:
+		p.mu.Lock()
+		if p.lost != nil {
+			p.mu.Unlock()
+			break
+		}
+		m := p.matched[f.ID]
+		if m == nil || f.Size != uint64(m.got) || f.Size+uint64(f.Len) > uint64(m.size) {
+			p.mu.Unlock()
+			return protoErrorf("unexpected chunk of message %d at offset %d (%d bytes)", f.ID, f.Size, f.Len)
+		}
+		c.m = m
+		c.roff = m.got
+		c.sink = sinkMsg
+		p.mu.Unlock()
+	case fRetract:
+		p.mu.Lock()
+		if p.lost == nil {
+			p.retract(f.ID)
+		}
+		p.mu.Unlock()
+	case fCredit:
+		p.mu.Lock()
+		if p.lost == nil {
+			if f.Size > uint64(p.window) || p.credit+int64(f.Size) > int64(p.window) {
+				p.mu.Unlock()
+				return protoErrorf("credit of %d bytes over the window of %d", f.Size, p.window)
+			}
+			p.credit += int64(f.Size)
+		}
+		p.mu.Unlock()
+	case fAbort:
+		if f.Origin != uint32(p.rank) {
+			return protoErrorf("abort from rank %d on rank %d's connection", f.Origin, p.rank)
+		}
+		c.buf = make([]byte, f.Len)
+		c.sink = sinkBuf
+	case fPing:
+	}
+	if c.left == 0 {
+		return c.finish()
+	}
+	return nil
+}
+
+// finish acts on a frame whose payload has arrived.
+func (c *conn) finish() error {
+	p := c.p
+	f := &c.cur
+	switch {
+	case f.Type == fAbort:
+		c.t.remoteAbort(p, f, c.buf)
+	case f.Type == fEager && c.sink == sinkBuf:
+		m := c.m
+		p.mu.Lock()
+		switch {
+		case p.lost != nil:
+		case c.t.aborted(m.tag) != nil:
+			p.consumed(m.cost)
+		default:
+			q := p.queue(m.tag)
+			q.arrived = append(q.arrived, m)
+			p.match(m.tag, q)
+		}
+		p.mu.Unlock()
+	case f.Type == fEager && c.sink == sinkMsg:
+		m := c.m
+		p.mu.Lock()
+		if p.lost == nil {
+			p.consumed(m.cost)
+			if r := m.op; r != nil {
+				p.end(r, nil)
+			}
+			if q := p.queues[m.tag]; q != nil && q.active == m {
+				q.active = nil
+				p.match(m.tag, q)
+			}
+		}
+		p.mu.Unlock()
+	case f.Type == fChunk && c.sink == sinkMsg:
+		m := c.m
+		p.mu.Lock()
+		if p.lost == nil && m.got == m.size {
+			if q := p.complete(m); q != nil {
+				p.match(m.tag, q)
+			}
+		}
+		p.mu.Unlock()
+	}
+	c.sink = sinkDiscard
+	c.m, c.buf = nil, nil
+	return nil
+}
+
+// retract drops the message id the peer gave up: a queued one leaves its
+// queue; a matched one gives its Recv back to the head of the queue, to
+// take the next message. p.mu is held.
+func (p *peer) retract(id uint64) {
+	if m := p.matched[id]; m != nil {
+		delete(p.matched, id)
+		p.rts--
+		q := p.queue(m.tag)
+		if r := m.op; r != nil && r.state == opMatched && !r.busy {
+			m.op = nil
+			r.m = nil
+			r.state = opPosted
+			q.posted = append([]*op{r}, q.posted...)
+		}
+		if q.active == m {
+			q.active = nil
+		}
+		p.match(m.tag, q)
+		return
+	}
+	for tag, q := range p.queues {
+		for i, m := range q.arrived {
+			if !m.eager && m.id == id {
+				q.arrived = append(q.arrived[:i], q.arrived[i+1:]...)
+				p.rts--
+				p.tidy(tag, q)
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,90 @@
+// Package tcp is choreo's data plane between processes and machines: a
+// transport.Transport whose ranks talk over authenticated, framed TCP
+// connections, one mesh per group (DESIGN section 3; R19, R21).
+//
+// # Building the mesh
+//
+// Every rank knows every rank's "host:port" (Config.Addrs). A rank listens
+// on its own (Listen, or Connect does it), dials ConnsPerPeer connections
+// to each higher rank and accepts as many from each lower one; each pair
+// is connected once and each connection carries both directions. Connect
+// returns when all are up and closes the listener: later connections are
+// refused by the kernel.
+//
+// # Handshake
+//
+// Four fixed 72-byte messages, magic "CHTP", big endian: version u16,
+// kind u8, status u8, group u64, from u32, to u32, size u32, connection
+// index u16, connections u16, max frame u32, window u32, then 32 bytes
+// (a nonce, or a MAC).
+//
+//  1. hello (dialer): its view of the group and a fresh nonce.
+//  2. challenge (acceptor): its view and a fresh nonce, or a refusal
+//     status (version, group id, ranks, configuration) and the close.
+//  3. proof (dialer): HMAC-SHA256(secret, "choreo/tcp/v1 dialer proof" ||
+//     hello || challenge).
+//  4. verdict (acceptor): status and, when the proof holds,
+//     HMAC-SHA256(secret, "choreo/tcp/v1 acceptor proof" || hello ||
+//     challenge), which the dialer checks.
+//
+// Both nonces are in every MAC, so a recorded handshake replays to
+// nothing; the acceptor proves nothing before the dialer has. Anything
+// else (a stranger, a wrong secret, a wrong group id, garbage, a silent
+// client past HandshakeTimeout) is closed, counted in Stats.Refused and
+// passed to Config.OnRefused; the package logs nothing.
+//
+// # Frames
+//
+// A 48-byte header, big endian: type u8, flags u8, reserved u16 (0),
+// payload length u32, group u64, seq u64, step u32, origin u32, id u64,
+// size u64; then the payload. Types:
+//
+//	EAGER   tag; payload = a whole message (at most EagerMax)
+//	RTS     tag, id, size: a message waits for its Recv
+//	CTS     id, flags (ok or size mismatch): the Recv is posted
+//	CHUNK   id, size = offset; payload = the next MaxFrame bytes or fewer
+//	RETRACT id: the sender gave the message up
+//	CREDIT  size: window bytes handed back
+//	ABORT   group, seq, origin, id = unix nanos, size = transport.CauseCode;
+//	        payload = the cause's text
+//	PING    nothing
+//
+// A declared length over the receiver's MaxFrame, an unknown type, a
+// window overrun or any other breach drops the peer (its operations fail
+// with ErrPeerLost); nothing is allocated from a declared length before
+// it is checked.
+//
+// # Flow control
+//
+// A message travels eagerly while the receiver's window (MaxBuffered per
+// peer, each message counting 64 bytes more) has room, and is handed
+// back by CREDIT frames as Recvs consume it; otherwise it waits for the
+// Recv (RTS/CTS) and then goes, in CHUNK frames, straight from the
+// sender's slice into the receiver's buffer. So a receiver's memory is
+// bounded whatever it posts, a reader never waits for a Recv, and
+// messages of one tag stay in order on the one connection their tag
+// hashes to, while other tags never wait behind them.
+//
+// A Send writes its own frames (a message of several frames yields the
+// connection between them) and returns when its context ends, even in
+// the middle of a frame: the frame's rest is then finished from a copy,
+// so the stream stays whole.
+//
+// # Failure
+//
+// Idle connections are pinged every HeartbeatInterval; a peer silent for
+// PeerTimeout, or whose connection closes, is lost: its pending and later
+// operations fail with transport.ErrPeerLost. Abort sends ABORT to every
+// peer; a peer rebuilds the cause with transport.RemoteCause, so
+// errors.Is still finds sentinels such as ErrShapeMismatch. When ranks
+// abort one collective at once, all keep the earliest abort.
+//
+// # Goroutines
+//
+// A connection is read by a goroutine while the transport has an
+// operation in flight and for a few milliseconds after; an idle transport
+// has none but a heartbeat timer, which reads each connection briefly
+// (pings, aborts, a peer's end) and writes pings. Control frames are
+// written by a goroutine that ends when its queue is empty. Close waits
+// for all of them.
+package tcp

@@ -1,0 +1,228 @@
+package tcp
+
+// Fuzz targets of the wire decoders. Run each with, for example:
+//
+//	go test -run='^$' -fuzz='^FuzzFrame$' -fuzztime=10s ./collectives/transport/tcp
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+func frameSeeds() [][]byte {
+	var out [][]byte
+	for _, f := range []frame{
+		{Type: fEager, Len: 4, Group: 1, Seq: 2, Step: 3},
+		{Type: fRTS, Group: 1, Seq: 2, Step: 3, ID: 1, Size: 1 << 20},
+		{Type: fCTS, ID: 1},
+		{Type: fCTS, Flags: ctsSize, ID: 1},
+		{Type: fChunk, Len: 4096, ID: 1, Size: 8192},
+		{Type: fRetract, ID: 7},
+		{Type: fCredit, Size: 4160},
+		{Type: fAbort, Len: 5, Group: 9, Seq: 4, Origin: 1, ID: 1700000000000000000, Size: 64},
+		{Type: fPing},
+		{Type: fEager, Len: 0xFFFFFFFF},
+	} {
+		out = append(out, f.bytes())
+	}
+	return out
+}
+
+// FuzzFrame: the frame header decoder never panics, never allocates, and
+// accepts only headers that honour the limit; what it accepts encodes
+// back to the same bytes.
+func FuzzFrame(f *testing.F) {
+	for _, s := range frameSeeds() {
+		f.Add(s, uint32(DefaultMaxFrame))
+	}
+	f.Add([]byte("garbage"), uint32(minFrame))
+	f.Fuzz(func(t *testing.T, b []byte, limit uint32) {
+		maxFrame := minFrame + int(limit%(2*DefaultMaxFrame))
+		var fr frame
+		var err error
+		if allocs := testing.AllocsPerRun(1, func() { fr, _ = decodeFrame(b, maxFrame) }); allocs != 0 && len(b) >= hdrSize {
+			if _, err := decodeFrame(b, maxFrame); err == nil {
+				t.Fatalf("decoding a valid header allocated %v times", allocs)
+			}
+		}
+		fr, err = decodeFrame(b, maxFrame)
+		if err != nil {
+			return
+		}
+		if int(fr.Len) > maxFrame {
+			t.Fatalf("accepted a length %d over %d", fr.Len, maxFrame)
+		}
+		if fr.Type != fEager && fr.Type != fChunk && fr.Type != fAbort && fr.Len != 0 {
+			t.Fatalf("accepted a payload on type %d", fr.Type)
+		}
+		if out := fr.bytes(); !bytes.Equal(out, b[:hdrSize]) {
+			t.Fatalf("round trip: %x -> %+v -> %x", b[:hdrSize], fr, out)
+		}
+	})
+}
+
+// FuzzHandshake: the handshake decoder never panics and round-trips what
+// it accepts; an acceptor fed arbitrary bytes as a dialer's, and a dialer
+// fed them as an acceptor's answers, refuse them (nobody can forge the
+// MAC) and return within their deadline.
+func FuzzHandshake(f *testing.F) {
+	hello := hsMsg{Version: protoVersion, Kind: hsHello, Group: 77, From: 0, To: 1, Size: 2, Conns: 1,
+		MaxFrame: DefaultMaxFrame, Window: DefaultMaxBuffered}
+	proof := hsMsg{Version: protoVersion, Kind: hsProof}
+	f.Add(append(hello.encode(), proof.encode()...))
+	f.Add(hello.encode())
+	ch := hello
+	ch.Kind, ch.From, ch.To = hsChallenge, 1, 0
+	v := hsMsg{Version: protoVersion, Kind: hsVerdict}
+	f.Add(append(ch.encode(), v.encode()...))
+	f.Add([]byte("CHTP"))
+	f.Add(bytes.Repeat([]byte{0}, 2*hsSize))
+	cfg := Config{Size: 2, Group: 77, Addrs: []string{"x:1", "x:2"}, Secret: testSecret}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if m, err := decodeHS(b); err == nil {
+			if out := m.encode(); !bytes.Equal(out, b) {
+				t.Fatalf("round trip: %x -> %x", b, out)
+			}
+		}
+		if len(b) >= hsSize {
+			m, err := decodeHS(b[:hsSize])
+			if err == nil && !bytes.Equal(m.encode(), b[:hsSize]) {
+				t.Fatal("round trip of the first message")
+			}
+		}
+		// Acceptor (rank 1) against b.
+		c1 := cfg
+		c1.Rank = 1
+		n1, _ := c1.normalize()
+		acc := newTransport(n1)
+		m := &mesh{t: acc, full: make(chan struct{}), errs: map[int]error{}, need: 99}
+		err := feed(b, func(nc net.Conn) error {
+			_, _, _, _, err := acc.acceptHandshake(nc, m)
+			return err
+		})
+		if err == nil {
+			t.Fatal("the acceptor accepted forged bytes")
+		}
+		// Dialer (rank 0) against b.
+		n0, _ := cfg.normalize()
+		dial := newTransport(n0)
+		err = feed(b, func(nc net.Conn) error {
+			_, _, err := dial.dialHandshake(nc, 1, 0)
+			return err
+		})
+		if err == nil {
+			t.Fatal("the dialer accepted forged bytes")
+		}
+	})
+}
+
+// feed runs side on one end of a pipe whose other end writes b (then
+// hangs up) and discards what side writes.
+func feed(b []byte, side func(net.Conn) error) error {
+	near, far := net.Pipe()
+	_ = near.SetDeadline(time.Now().Add(2 * time.Second))
+	_ = far.SetDeadline(time.Now().Add(2 * time.Second))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, _ = far.Write(b) // returns once side has read it all
+		_ = far.Close()
+	}()
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(io.Discard, far)
+	}()
+	err := side(near)
+	_ = near.Close()
+	_ = far.Close()
+	wg.Wait()
+	return err
+}
+
+// pipeTransport returns rank 0 of a group of 2 whose connection to rank 1
+// is a pipe: the caller plays rank 1 on far.
+func pipeTransport(t *testing.T) (tr *Transport, far net.Conn) {
+	cfg, err := Config{Size: 2, Group: 1, Addrs: []string{"x:1", "x:2"}, Secret: testSecret,
+		MaxFrame: minFrame, MaxBuffered: 64 << 10, EagerMax: 1024}.normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr = newTransport(cfg)
+	near, far := net.Pipe()
+	p := tr.peers[1]
+	p.conns[0] = newConn(p, 0, near)
+	p.maxFrame, p.window = minFrame, 64<<10
+	tr.start()
+	return tr, far
+}
+
+// FuzzInbound: any byte stream from an authenticated peer, while Recvs of
+// a few tags and sizes wait, ends in delivered messages, failed Recvs
+// (ErrPeerLost for a protocol error, ErrSizeMismatch, timeouts) or
+// nothing; never a panic, a hang past the Recvs' deadlines, or memory
+// beyond the window and frame limits.
+func FuzzInbound(f *testing.F) {
+	var s []byte
+	s = append(s, (&frame{Type: fEager, Len: 3, Group: 1}).bytes()...)
+	s = append(s, 1, 2, 3)
+	f.Add(s, uint8(3))
+	s = append((&frame{Type: fRTS, Group: 1, ID: 1, Size: 5}).bytes(), (&frame{Type: fChunk, Len: 5, ID: 1}).bytes()...)
+	s = append(s, 1, 2, 3, 4, 5)
+	f.Add(s, uint8(5))
+	f.Add(append((&frame{Type: fAbort, Len: 2, Group: 1, Origin: 1}).bytes(), 'h', 'i'), uint8(0))
+	f.Add(append((&frame{Type: fCredit, Size: 100}).bytes(), (&frame{Type: fPing}).bytes()...), uint8(1))
+	for _, seed := range frameSeeds() {
+		f.Add(seed, uint8(4))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, size uint8) {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		tr, far := pipeTransport(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var recvs, pipe sync.WaitGroup
+		for step := range 3 {
+			recvs.Add(1)
+			go func() {
+				defer recvs.Done()
+				_ = tr.Recv(ctx, 1, transport.Tag{Group: 1, Step: uint32(step)}, make([]byte, int(size)+step))
+			}()
+		}
+		pipe.Add(1)
+		go func() {
+			defer pipe.Done()
+			_, _ = io.Copy(io.Discard, far)
+		}()
+		// A pipe's Write returns once the reader has taken every byte.
+		_ = far.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = far.Write(stream)
+		cancel()
+		done := make(chan struct{})
+		go func() {
+			recvs.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Recvs did not return")
+		}
+		_ = tr.Close()
+		_ = far.Close()
+		pipe.Wait()
+		runtime.ReadMemStats(&ms)
+		if grew := ms.TotalAlloc - before; grew > 8<<20 {
+			t.Fatalf("allocated %d bytes for a %d-byte stream", grew, len(stream))
+		}
+	})
+}

@@ -1,0 +1,254 @@
+package tcp
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// protoVersion is the wire protocol's version, carried by every handshake
+// message; a peer speaking another version is refused.
+const protoVersion = 1
+
+// Sizes on the wire.
+const (
+	hsSize  = 72 // every handshake message
+	hdrSize = 48 // every frame header
+
+	// msgOverhead is what one eager message costs of the receive window
+	// beyond its bytes, so that empty messages are bounded too.
+	msgOverhead = 64
+	// maxAbortText bounds the cause text of an ABORT frame.
+	maxAbortText = 4096
+	// minFrame and maxFrameLimit bound Config.MaxFrame.
+	minFrame      = maxAbortText
+	maxFrameLimit = 1 << 30
+)
+
+var hsMagic = [4]byte{'C', 'H', 'T', 'P'}
+
+// Handshake message kinds, in the order they are sent.
+const (
+	hsHello     = 1 // dialer -> acceptor
+	hsChallenge = 2 // acceptor -> dialer
+	hsProof     = 3 // dialer -> acceptor
+	hsVerdict   = 4 // acceptor -> dialer
+)
+
+// Handshake statuses (challenge and verdict).
+const (
+	stOK        = 0
+	stVersion   = 1 // unknown protocol version
+	stGroup     = 2 // another group id: a rank of another run
+	stRank      = 3 // the ranks do not fit (not addressed to me, not a lower rank)
+	stConfig    = 4 // size, connection count or limits disagree
+	stMAC       = 5 // the proof does not match the secret
+	stDuplicate = 6 // that connection already exists
+	stMax       = stDuplicate
+)
+
+var statusText = [...]string{
+	stOK:        "ok",
+	stVersion:   "protocol version mismatch",
+	stGroup:     "group id mismatch",
+	stRank:      "rank mismatch",
+	stConfig:    "configuration mismatch",
+	stMAC:       "authentication failed",
+	stDuplicate: "duplicate connection",
+}
+
+// hsMsg is one handshake message. Hello and challenge carry the sender's
+// view (From is the sender) and a fresh nonce; proof and verdict carry a
+// MAC in Nonce and zeros elsewhere.
+//
+// Layout (big endian): magic "CHTP" [0:4], version u16 [4:6], kind u8 [6],
+// status u8 [7], group u64 [8:16], from u32 [16:20], to u32 [20:24],
+// size u32 [24:28], conn index u16 [28:30], conns u16 [30:32],
+// max frame u32 [32:36], window u32 [36:40], nonce or MAC [40:72].
+type hsMsg struct {
+	Version          uint16
+	Kind, Status     uint8
+	Group            uint64
+	From, To, Size   uint32
+	Conn, Conns      uint16
+	MaxFrame, Window uint32
+	Nonce            [32]byte
+}
+
+var errHandshake = errors.New("bad handshake message")
+
+func (m *hsMsg) encode() []byte {
+	b := make([]byte, hsSize)
+	copy(b[0:4], hsMagic[:])
+	binary.BigEndian.PutUint16(b[4:6], m.Version)
+	b[6] = m.Kind
+	b[7] = m.Status
+	binary.BigEndian.PutUint64(b[8:16], m.Group)
+	binary.BigEndian.PutUint32(b[16:20], m.From)
+	binary.BigEndian.PutUint32(b[20:24], m.To)
+	binary.BigEndian.PutUint32(b[24:28], m.Size)
+	binary.BigEndian.PutUint16(b[28:30], m.Conn)
+	binary.BigEndian.PutUint16(b[30:32], m.Conns)
+	binary.BigEndian.PutUint32(b[32:36], m.MaxFrame)
+	binary.BigEndian.PutUint32(b[36:40], m.Window)
+	copy(b[40:72], m.Nonce[:])
+	return b
+}
+
+// decodeHS parses a handshake message. It checks the length, the magic,
+// the kind and the status; the fields' meaning is the caller's to check.
+func decodeHS(b []byte) (hsMsg, error) {
+	var m hsMsg
+	if len(b) != hsSize {
+		return m, fmt.Errorf("%w: %d bytes", errHandshake, len(b))
+	}
+	if [4]byte(b[0:4]) != hsMagic {
+		return m, fmt.Errorf("%w: not a choreo/tcp peer (magic %q)", errHandshake, b[0:4])
+	}
+	m.Version = binary.BigEndian.Uint16(b[4:6])
+	m.Kind = b[6]
+	m.Status = b[7]
+	if m.Kind < hsHello || m.Kind > hsVerdict {
+		return m, fmt.Errorf("%w: kind %d", errHandshake, m.Kind)
+	}
+	if m.Status > stMax {
+		return m, fmt.Errorf("%w: status %d", errHandshake, m.Status)
+	}
+	m.Group = binary.BigEndian.Uint64(b[8:16])
+	m.From = binary.BigEndian.Uint32(b[16:20])
+	m.To = binary.BigEndian.Uint32(b[20:24])
+	m.Size = binary.BigEndian.Uint32(b[24:28])
+	m.Conn = binary.BigEndian.Uint16(b[28:30])
+	m.Conns = binary.BigEndian.Uint16(b[30:32])
+	m.MaxFrame = binary.BigEndian.Uint32(b[32:36])
+	m.Window = binary.BigEndian.Uint32(b[36:40])
+	copy(m.Nonce[:], b[40:72])
+	return m, nil
+}
+
+// Labels that make the two sides' MACs differ, so that one can never be
+// replayed as the other.
+const (
+	labelDialer   = "choreo/tcp/v1 dialer proof"
+	labelAcceptor = "choreo/tcp/v1 acceptor proof"
+)
+
+// handshakeMAC is HMAC-SHA256(secret, label || hello || challenge): both
+// nonces, both ranks, the group and the limits, as sent.
+func handshakeMAC(secret []byte, label string, hello, challenge []byte) [32]byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte(label))
+	h.Write(hello)
+	h.Write(challenge)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// Frame types.
+const (
+	fEager   = 1 // tag, Len = message size; payload: the message
+	fRTS     = 2 // tag, ID, Size = message size: a message waits for its Recv
+	fCTS     = 3 // ID, Flags = ctsOK or ctsSize: the Recv is posted
+	fChunk   = 4 // ID, Size = offset, Len: a piece of a message after its CTS
+	fRetract = 5 // ID: the sender gave the message up (or does not know the ID)
+	fCredit  = 6 // Size = window bytes handed back to the sender
+	fAbort   = 7 // Group, Seq, Origin, ID = unix nanos, Size = cause code; payload: cause text
+	fPing    = 8 // nothing: the sender is alive
+	fMax     = fPing
+)
+
+// CTS flags.
+const (
+	ctsOK   = 0
+	ctsSize = 1 // the receive buffer's size differs: the message is consumed
+)
+
+// frame is a frame header.
+//
+// Layout (big endian): type u8 [0], flags u8 [1], reserved u16 [2:4] (0),
+// payload length u32 [4:8], group u64 [8:16], seq u64 [16:24],
+// step u32 [24:28], origin u32 [28:32], id u64 [32:40], size u64 [40:48].
+type frame struct {
+	Type, Flags uint8
+	Len         uint32
+	Group, Seq  uint64
+	Step        uint32
+	Origin      uint32
+	ID          uint64
+	Size        uint64
+}
+
+var errFrame = errors.New("bad frame")
+
+func putFrame(b []byte, f *frame) {
+	_ = b[hdrSize-1]
+	b[0] = f.Type
+	b[1] = f.Flags
+	b[2], b[3] = 0, 0
+	binary.BigEndian.PutUint32(b[4:8], f.Len)
+	binary.BigEndian.PutUint64(b[8:16], f.Group)
+	binary.BigEndian.PutUint64(b[16:24], f.Seq)
+	binary.BigEndian.PutUint32(b[24:28], f.Step)
+	binary.BigEndian.PutUint32(b[28:32], f.Origin)
+	binary.BigEndian.PutUint64(b[32:40], f.ID)
+	binary.BigEndian.PutUint64(b[40:48], f.Size)
+}
+
+func (f *frame) bytes() []byte {
+	b := make([]byte, hdrSize)
+	putFrame(b, f)
+	return b
+}
+
+// decodeFrame parses and checks a frame header: a known type, reserved
+// bytes zero, a payload length within maxFrame and allowed for the type
+// (types without a payload must declare none; an abort's text is at most
+// maxAbortText; a chunk is not empty), flags only where the type has them.
+// Nothing is allocated: a declared length over the limit is an error, not
+// a buffer.
+func decodeFrame(b []byte, maxFrame int) (frame, error) {
+	var f frame
+	if len(b) < hdrSize {
+		return f, fmt.Errorf("%w: %d header bytes", errFrame, len(b))
+	}
+	f.Type = b[0]
+	f.Flags = b[1]
+	f.Len = binary.BigEndian.Uint32(b[4:8])
+	f.Group = binary.BigEndian.Uint64(b[8:16])
+	f.Seq = binary.BigEndian.Uint64(b[16:24])
+	f.Step = binary.BigEndian.Uint32(b[24:28])
+	f.Origin = binary.BigEndian.Uint32(b[28:32])
+	f.ID = binary.BigEndian.Uint64(b[32:40])
+	f.Size = binary.BigEndian.Uint64(b[40:48])
+	if f.Type == 0 || f.Type > fMax {
+		return f, fmt.Errorf("%w: type %d", errFrame, f.Type)
+	}
+	if b[2] != 0 || b[3] != 0 {
+		return f, fmt.Errorf("%w: reserved bytes set", errFrame)
+	}
+	if uint64(f.Len) > uint64(maxFrame) {
+		return f, fmt.Errorf("%w: length %d over the limit %d", errFrame, f.Len, maxFrame)
+	}
+	switch f.Type {
+	case fEager:
+	case fChunk:
+		if f.Len == 0 {
+			return f, fmt.Errorf("%w: empty chunk", errFrame)
+		}
+	case fAbort:
+		if f.Len > maxAbortText {
+			return f, fmt.Errorf("%w: abort text of %d bytes", errFrame, f.Len)
+		}
+	default:
+		if f.Len != 0 {
+			return f, fmt.Errorf("%w: type %d with a %d-byte payload", errFrame, f.Type, f.Len)
+		}
+	}
+	if f.Flags != 0 && !(f.Type == fCTS && f.Flags <= ctsSize) {
+		return f, fmt.Errorf("%w: type %d with flags %#x", errFrame, f.Type, f.Flags)
+	}
+	return f, nil
+}
