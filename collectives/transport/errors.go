@@ -33,9 +33,8 @@ var (
 
 // AbortError is the error an operation fails with when its collective was
 // aborted. It matches ErrAborted with errors.Is and unwraps to Cause, so
-// errors.Is also finds the cause's sentinels where the transport could keep
-// the cause's identity (in-process it does; a network transport carries
-// only its text).
+// errors.Is also finds the cause's sentinels: in process the cause itself, across
+// a wire its text and a cause code (CodeOf, RemoteCause) that keeps them.
 type AbortError struct {
 	// Origin is the rank that called Abort.
 	Origin int

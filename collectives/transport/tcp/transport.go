@@ -284,9 +284,7 @@ func (p *peer) writeErr(err error) error {
 		return transport.ErrClosed
 	}
 	p.lose(fmt.Errorf("write: %w", err))
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lost
+	return p.lostErr()
 }
 
 // Send delivers data to rank dst under tag.
