@@ -15,6 +15,7 @@ require (
 	go.uber.org/zap/exp v0.3.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.44.0
+	google.golang.org/protobuf v1.33.0
 )
 
 require (
@@ -44,5 +45,4 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.21.0 // indirect
 	go.opentelemetry.io/otel/trace v1.21.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
-	google.golang.org/protobuf v1.33.0 // indirect
 )

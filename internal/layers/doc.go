@@ -3,6 +3,7 @@
 // may import only packages of a lower layer:
 //
 //	0  internal/errs, internal/spin, internal/pool, gpu/half   leaves
+//	0  wire                                     the control plane's protobuf messages
 //	1  gpu                                      the device interfaces, the command set
 //	2  metalshader                              Metal kernel sources
 //	3  gpu/sim, gpu/cuda, gpu/metal, gpu/gputest, internal/darwincheck
