@@ -34,6 +34,7 @@ type Group struct {
 	recvSeq []uint64 // per source
 	closed  bool
 	closing atomic.Bool // Close has begun: failures from now on match ErrClosed
+	onClose func()      // set by Join: stops the rank's control-plane node
 
 	errMu  sync.Mutex
 	errs   []error // failures since the last Wait
@@ -160,6 +161,9 @@ func (g *Group) Close() error {
 		err = errors.Join(err, cerr)
 	}
 	g.staging.close()
+	if g.onClose != nil {
+		g.onClose()
+	}
 	if err != nil {
 		return fmt.Errorf("collectives: close group %d rank %d: %w", g.id, g.Rank(), err)
 	}
