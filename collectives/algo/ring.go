@@ -73,117 +73,166 @@ func (spec *ringSpec) chunks(n int) int { return (n + spec.chunk - 1) / spec.chu
 // channels; the sender's chunk k of step G waits until the reducer finished
 // chunk k of step G-1 (the same block).
 func (c *coll) ringDir(ctx context.Context, spec ringSpec, dirIdx, d int, fail func(error)) error {
-	n, r := c.n, c.rank
-	next, prev := mod(r+d, n), mod(r-d, n)
-	step := stepData + uint32(dirIdx)
-	rsEnd := n - 1
+	l, biggest := c.newRingLane(&spec, dirIdx, d)
+	if spec.in != nil && biggest > 0 {
+		l.fillSlots(biggest)
+		// Runs after the sender and receiver have returned (wg.Wait below);
+		// slots still held by unreduced items after a failure are dropped.
+		defer l.drainSlots()
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		fail(l.send(ctx))
+	}()
+	go func() {
+		defer wg.Done()
+		fail(l.recv(ctx))
+	}()
+	err := l.reduce(ctx) // this goroutine
+	fail(err)
+	wg.Wait()
+	return err
+}
 
+// ringLane is one direction of a ring run: what its sender, receiver and
+// reducer share.
+type ringLane struct {
+	c          *coll
+	spec       *ringSpec
+	dirIdx     int
+	d          int    // +1 or -1: the direction's step through the ranks
+	next, prev int    // the ranks sent to and received from
+	step       uint32 // the tag step of this direction's messages
+	total      int    // chunks received over the run
+	// items carries each received chunk to the reducer; ready tells the
+	// sender that one more chunk is reduced (or passed on). Both hold
+	// total, so neither send blocks.
+	items chan ringItem
+	ready chan struct{}
+	// free holds the reduce-scatter receive slots not in use.
+	free chan []byte
+}
+
+// newRingLane returns direction dirIdx (d = +1 or -1) of spec's run and the
+// largest chunk it receives.
+func (c *coll) newRingLane(spec *ringSpec, dirIdx, d int) (*ringLane, int) {
+	n, r := c.n, c.rank
 	total, biggest := 0, 0
 	for g := spec.g0; g < spec.g1; g++ {
 		l := len(spec.half(spec.acc(mod(r-d*(g+2), n)), dirIdx))
 		total += spec.chunks(l)
 		biggest = max(biggest, min(l, spec.chunk))
 	}
-	items := make(chan ringItem, total)
-	ready := make(chan struct{}, total)
-	free := make(chan []byte, ringSlots)
-	if spec.in != nil && biggest > 0 {
-		for i := 0; i < ringSlots; i++ {
-			free <- getScratch(biggest)
-		}
-		// Runs after the sender and receiver have returned (wg.Wait below);
-		// slots still held by unreduced items after a failure are dropped.
-		defer func() {
-			for {
-				select {
-				case b := <-free:
-					putScratch(b)
-				default:
-					return
-				}
-			}
-		}()
-	}
+	return &ringLane{
+		c: c, spec: spec, dirIdx: dirIdx, d: d,
+		next:  mod(r+d, n),
+		prev:  mod(r-d, n),
+		step:  stepData + uint32(dirIdx),
+		total: total,
+		items: make(chan ringItem, total),
+		ready: make(chan struct{}, total),
+		free:  make(chan []byte, ringSlots),
+	}, biggest
+}
 
-	var wg sync.WaitGroup
-	wg.Add(2)
-	// Sender.
-	go func() {
-		defer wg.Done()
-		fail(func() error {
-			for g := spec.g0; g < spec.g1; g++ {
-				b := mod(r-d*(g+1), n)
-				var src []byte
-				if g == 0 && spec.in != nil {
-					src = spec.half(spec.in(b), dirIdx)
-				} else {
-					src = spec.half(spec.acc(b), dirIdx)
-				}
-				for lo := 0; lo < len(src); lo += spec.chunk {
-					if g > spec.g0 {
-						select {
-						case <-ready:
-						case <-ctx.Done():
-							return transport.CtxError(ctx)
-						}
-					}
-					if err := c.t.Send(ctx, next, c.tag(step), src[lo:min(lo+spec.chunk, len(src))]); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		}())
-	}()
-	// Receiver.
-	go func() {
-		defer wg.Done()
-		fail(func() error {
-			for g := spec.g0; g < spec.g1; g++ {
-				b := mod(r-d*(g+2), n)
-				dst := spec.half(spec.acc(b), dirIdx)
-				for lo := 0; lo < len(dst); lo += spec.chunk {
-					it := ringItem{g: g, b: b, lo: lo, hi: min(lo+spec.chunk, len(dst))}
-					into := dst[it.lo:it.hi]
-					if g < rsEnd {
-						select {
-						case it.slot = <-free:
-						case <-ctx.Done():
-							return transport.CtxError(ctx)
-						}
-						into = it.slot[:it.hi-it.lo]
-					}
-					if err := c.t.Recv(ctx, prev, c.tag(step), into); err != nil {
-						return err
-					}
-					items <- it // never blocks: capacity total
-				}
-			}
-			return nil
-		}())
-	}()
-	// Reducer (this goroutine).
-	err := func() error {
-		for i := 0; i < total; i++ {
-			var it ringItem
-			select {
-			case it = <-items:
-			case <-ctx.Done():
-				return transport.CtxError(ctx)
-			}
-			if it.slot != nil {
-				dst := spec.half(spec.acc(it.b), dirIdx)[it.lo:it.hi]
-				in := spec.half(spec.in(it.b), dirIdx)[it.lo:it.hi]
-				if err := reduce.Many(spec.op, spec.dt, dst, in, it.slot[:it.hi-it.lo]); err != nil {
-					return err
-				}
-				free <- it.slot
-			}
-			ready <- struct{}{} // never blocks: capacity total
+// fillSlots gives the lane its ringSlots receive slots of size bytes each.
+func (l *ringLane) fillSlots(size int) {
+	for i := 0; i < ringSlots; i++ {
+		l.free <- getScratch(size)
+	}
+}
+
+// drainSlots returns the slots in free to the scratch pool.
+func (l *ringLane) drainSlots() {
+	for {
+		select {
+		case b := <-l.free:
+			putScratch(b)
+		default:
+			return
 		}
-		return nil
-	}()
-	fail(err)
-	wg.Wait()
-	return err
+	}
+}
+
+// send sends each step's block, chunk by chunk; past the first step, a
+// chunk waits until the reducer is done with the chunk it replaces.
+func (l *ringLane) send(ctx context.Context) error {
+	c, spec := l.c, l.spec
+	for g := spec.g0; g < spec.g1; g++ {
+		b := mod(c.rank-l.d*(g+1), c.n)
+		var src []byte
+		if g == 0 && spec.in != nil {
+			src = spec.half(spec.in(b), l.dirIdx)
+		} else {
+			src = spec.half(spec.acc(b), l.dirIdx)
+		}
+		for lo := 0; lo < len(src); lo += spec.chunk {
+			if g > spec.g0 {
+				select {
+				case <-l.ready:
+				case <-ctx.Done():
+					return transport.CtxError(ctx)
+				}
+			}
+			if err := c.t.Send(ctx, l.next, c.tag(l.step), src[lo:min(lo+spec.chunk, len(src))]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// recv receives each step's block, chunk by chunk: into a free slot during
+// the reduce-scatter, in place during the all-gather, and hands each chunk
+// to the reducer.
+func (l *ringLane) recv(ctx context.Context) error {
+	c, spec := l.c, l.spec
+	rsEnd := c.n - 1
+	for g := spec.g0; g < spec.g1; g++ {
+		b := mod(c.rank-l.d*(g+2), c.n)
+		dst := spec.half(spec.acc(b), l.dirIdx)
+		for lo := 0; lo < len(dst); lo += spec.chunk {
+			it := ringItem{g: g, b: b, lo: lo, hi: min(lo+spec.chunk, len(dst))}
+			into := dst[it.lo:it.hi]
+			if g < rsEnd {
+				select {
+				case it.slot = <-l.free:
+				case <-ctx.Done():
+					return transport.CtxError(ctx)
+				}
+				into = it.slot[:it.hi-it.lo]
+			}
+			if err := c.t.Recv(ctx, l.prev, c.tag(l.step), into); err != nil {
+				return err
+			}
+			l.items <- it // never blocks: capacity total
+		}
+	}
+	return nil
+}
+
+// reduce folds each received reduce-scatter chunk into its block and frees
+// its slot; every chunk, reduced or received in place, releases the sender.
+func (l *ringLane) reduce(ctx context.Context) error {
+	spec := l.spec
+	for i := 0; i < l.total; i++ {
+		var it ringItem
+		select {
+		case it = <-l.items:
+		case <-ctx.Done():
+			return transport.CtxError(ctx)
+		}
+		if it.slot != nil {
+			dst := spec.half(spec.acc(it.b), l.dirIdx)[it.lo:it.hi]
+			in := spec.half(spec.in(it.b), l.dirIdx)[it.lo:it.hi]
+			if err := reduce.Many(spec.op, spec.dt, dst, in, it.slot[:it.hi-it.lo]); err != nil {
+				return err
+			}
+			l.free <- it.slot
+		}
+		l.ready <- struct{}{} // never blocks: capacity total
+	}
+	return nil
 }
