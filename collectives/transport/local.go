@@ -102,17 +102,16 @@ func (l *local) Recv(ctx context.Context, src int, tag Tag, into []byte) error {
 
 // xfer is Send (send == true) or Recv.
 func (l *local) xfer(ctx context.Context, send bool, peer int, tag Tag, buf []byte) (err error) {
-	h := l.hub
-	what := "recv from"
-	if send {
-		what = "send to"
-	}
 	defer func() {
 		if err != nil {
+			what := "recv from"
+			if send {
+				what = "send to"
+			}
 			err = fmt.Errorf("transport: rank %d: %s %d %v: %w", l.rank, what, peer, tag, err)
 		}
 	}()
-	if peer < 0 || peer >= h.n || peer == l.rank {
+	if peer < 0 || peer >= l.hub.n || peer == l.rank {
 		return ErrBadPeer
 	}
 	if e := CtxError(ctx); e != nil {
@@ -122,50 +121,67 @@ func (l *local) xfer(ctx context.Context, send bool, peer int, tag Tag, buf []by
 	if !send {
 		k.src, k.dst = peer, l.rank
 	}
+	mine, partner, err := l.hub.post(l.rank, peer, k, send, buf)
+	switch {
+	case err != nil:
+		return err
+	case partner != nil:
+		return meet(send, buf, partner)
+	}
+	return l.hub.await(ctx, k, mine)
+}
 
+// post is rank's half of the rendezvous on k, with peer: it takes the
+// partner's pending operation if one is waiting (the caller copies), or
+// queues and returns its own.
+func (h *Hub) post(rank, peer int, k matchKey, send bool, buf []byte) (mine, partner *pending, err error) {
 	h.mu.Lock()
-	if e := h.checkLocked(l.rank, peer, tag); e != nil {
-		h.mu.Unlock()
-		return e
+	defer h.mu.Unlock()
+	if e := h.checkLocked(rank, peer, k.tag); e != nil {
+		return nil, nil, e
 	}
 	q := h.queues[k]
 	if q == nil {
 		q = &queue{}
 		h.queues[k] = q
 	}
-	// The partner is waiting: take it and do the copy ourselves.
-	partners := &q.recvs
+	partners, own := &q.recvs, &q.sends
 	if !send {
-		partners = &q.sends
+		partners, own = &q.sends, &q.recvs
 	}
 	if len(*partners) > 0 {
 		p := (*partners)[0]
 		(*partners)[0] = nil
 		*partners = (*partners)[1:]
 		h.dropIfEmptyLocked(k, q)
-		h.mu.Unlock()
-		if len(p.buf) != len(buf) {
-			e := fmt.Errorf("%w: sent %d bytes, receive buffer %d", ErrSizeMismatch, sendLen(send, buf, p.buf), recvLen(send, buf, p.buf))
-			p.done <- e
-			return e
-		}
-		if send {
-			copy(p.buf, buf)
-		} else {
-			copy(buf, p.buf)
-		}
-		p.done <- nil
-		return nil
+		return nil, p, nil
 	}
-	// Wait for the partner.
 	p := &pending{buf: buf, done: make(chan error, 1)}
-	if send {
-		q.sends = append(q.sends, p)
-	} else {
-		q.recvs = append(q.recvs, p)
-	}
-	h.mu.Unlock()
+	*own = append(*own, p)
+	return p, nil, nil
+}
 
+// meet completes the rendezvous with the waiting partner p: one copy
+// between buf and p's buffer, outside the hub's lock, and the outcome to
+// both sides.
+func meet(send bool, buf []byte, p *pending) error {
+	if len(p.buf) != len(buf) {
+		e := fmt.Errorf("%w: sent %d bytes, receive buffer %d", ErrSizeMismatch, sendLen(send, buf, p.buf), recvLen(send, buf, p.buf))
+		p.done <- e
+		return e
+	}
+	if send {
+		copy(p.buf, buf)
+	} else {
+		copy(buf, p.buf)
+	}
+	p.done <- nil
+	return nil
+}
+
+// await waits for a partner to complete p, queued on k, or for ctx to end;
+// then p leaves the queue unless a partner has already taken it.
+func (h *Hub) await(ctx context.Context, k matchKey, p *pending) error {
 	// The partner is often microseconds away: poll before parking (see
 	// internal/spin).
 	spin.Until(spin.Budget(), func() bool { return len(p.done) > 0 })
