@@ -9,6 +9,15 @@ import (
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
+// Sizes of the ordering test: queues under test, goroutines submitting to
+// each, batches per goroutine.
+const (
+	ordQueues     = 2
+	ordSubmitters = 4
+	ordPerSub     = 50
+	ordTotal      = ordSubmitters * ordPerSub
+)
+
 // testOrdering: several goroutines submit batches to each of two queues at
 // once. Every batch first copies a "previous" slot into its log entry, then
 // overwrites the slot with its own number, for two chains: one per
@@ -17,116 +26,129 @@ import (
 // interleaves them or reorders commands within one, leaves a log entry
 // that is not its predecessor's number. done must also come in order.
 func testOrdering(t *testing.T, open func(t *testing.T) gpu.Device) {
-	const (
-		queues     = 2
-		submitters = 4
-		perSub     = 50
-		total      = submitters * perSub
-	)
 	r := newRig(t, open)
 	setup := r.queue()
 	// consts[i] = i, the values batches copy into slots.
-	consts := r.alloc(4*(total+1), gpu.DeviceMem)
-	r.mustRun(setup, gpu.Arange{Dst: consts, DType: gpu.Int32, N: total + 1, Start: gpu.Int(0), Step: gpu.Int(1)})
-	at := func(i int) int { return 4 * i }
+	consts := r.alloc(4*(ordTotal+1), gpu.DeviceMem)
+	r.mustRun(setup, gpu.Arange{Dst: consts, DType: gpu.Int32, N: ordTotal + 1, Start: gpu.Int(0), Step: gpu.Int(1)})
 
-	// lane is one queue under test with its buffers, its submission order
-	// (mu, next) and what its done callbacks saw.
-	type lane struct {
-		q             gpu.Queue
-		prevS, logS   gpu.Buffer // per submitter: slot s, log s*perSub+j
-		prevG, logG   gpu.Buffer // whole queue: one slot, log k
-		mu            sync.Mutex // orders Submit and assigns k
-		next          int
-		doneMu        sync.Mutex
-		doneS         [submitters][]int
-		doneG         []int
-		submitErrs    []error
-		completions   []*completion
-		completionsMu sync.Mutex
-	}
-	lanes := make([]*lane, queues)
+	lanes := make([]*ordLane, ordQueues)
 	for i := range lanes {
-		lanes[i] = &lane{
-			q:     r.queue(),
-			prevS: r.alloc(4*submitters, gpu.DeviceMem),
-			logS:  r.alloc(4*total, gpu.DeviceMem),
-			prevG: r.alloc(4, gpu.DeviceMem),
-			logG:  r.alloc(4*total, gpu.DeviceMem),
-		}
+		lanes[i] = newOrdLane(r)
 	}
-
 	var wg sync.WaitGroup
 	for _, l := range lanes {
-		for s := range submitters {
+		for s := range ordSubmitters {
 			wg.Go(func() {
-				for j := range perSub {
-					l.mu.Lock()
-					k := l.next
-					l.next++
-					cmds := []gpu.Command{
-						gpu.Copy{Dst: l.logS, DstOff: at(s*perSub + j), Src: l.prevS, SrcOff: at(s), Bytes: 4},
-						gpu.Copy{Dst: l.prevS, DstOff: at(s), Src: consts, SrcOff: at(j + 1), Bytes: 4},
-						gpu.Copy{Dst: l.logG, DstOff: at(k), Src: l.prevG, Bytes: 4},
-						gpu.Copy{Dst: l.prevG, Src: consts, SrcOff: at(k + 1), Bytes: 4},
-					}
-					c := newCompletion()
-					err := l.q.Submit(cmds, func(err error) {
-						l.doneMu.Lock()
-						l.doneS[s] = append(l.doneS[s], j)
-						l.doneG = append(l.doneG, k)
-						l.doneMu.Unlock()
-						c.done(err)
-					})
-					l.mu.Unlock()
-					l.completionsMu.Lock()
-					if err != nil {
-						l.submitErrs = append(l.submitErrs, err)
-					} else {
-						l.completions = append(l.completions, c)
-					}
-					l.completionsMu.Unlock()
+				for j := range ordPerSub {
+					l.submit(consts, s, j)
 				}
 			})
 		}
 	}
 	wg.Wait()
-
 	for qi, l := range lanes {
-		if len(l.submitErrs) > 0 {
-			t.Fatalf("queue %d: Submit: %v", qi, l.submitErrs[0])
-		}
-		for _, c := range l.completions {
-			if err := r.wait(c); err != nil {
-				t.Fatalf("queue %d: batch failed: %v", qi, err)
-			}
-		}
-		l.doneMu.Lock()
-		for s := range submitters {
-			if err := inOrder(l.doneS[s], perSub); err != nil {
-				t.Errorf("queue %d submitter %d: done order: %v", qi, s, err)
-			}
-		}
-		if err := inOrder(l.doneG, total); err != nil {
-			t.Errorf("queue %d: done order: %v", qi, err)
-		}
-		l.doneMu.Unlock()
+		l.check(r, setup, qi)
+	}
+}
 
-		logS := int32s(r.read(setup, l.logS, 0, 4*total))
-		for s := range submitters {
-			for j := range perSub {
-				if got := logS[s*perSub+j]; got != int32(j) {
-					t.Fatalf("queue %d submitter %d batch %d saw its predecessor as %d, want %d",
-						qi, s, j, got, j)
-				}
+// ordLane is one queue under test with its buffers, its submission order
+// (mu, next) and what its done callbacks saw.
+type ordLane struct {
+	q             gpu.Queue
+	prevS, logS   gpu.Buffer // per submitter: slot s, log s*ordPerSub+j
+	prevG, logG   gpu.Buffer // whole queue: one slot, log k
+	mu            sync.Mutex // orders Submit and assigns k
+	next          int
+	doneMu        sync.Mutex
+	doneS         [ordSubmitters][]int
+	doneG         []int
+	submitErrs    []error
+	completions   []*completion
+	completionsMu sync.Mutex
+}
+
+func newOrdLane(r *rig) *ordLane {
+	return &ordLane{
+		q:     r.queue(),
+		prevS: r.alloc(4*ordSubmitters, gpu.DeviceMem),
+		logS:  r.alloc(4*ordTotal, gpu.DeviceMem),
+		prevG: r.alloc(4, gpu.DeviceMem),
+		logG:  r.alloc(4*ordTotal, gpu.DeviceMem),
+	}
+}
+
+// submit submits submitter s's batch j: it logs both chains' previous
+// numbers and writes its own (j+1 on s's chain, k+1 on the queue's, where
+// k is its place in submission order). Safe for concurrent use.
+func (l *ordLane) submit(consts gpu.Buffer, s, j int) {
+	at := func(i int) int { return 4 * i }
+	l.mu.Lock()
+	k := l.next
+	l.next++
+	cmds := []gpu.Command{
+		gpu.Copy{Dst: l.logS, DstOff: at(s*ordPerSub + j), Src: l.prevS, SrcOff: at(s), Bytes: 4},
+		gpu.Copy{Dst: l.prevS, DstOff: at(s), Src: consts, SrcOff: at(j + 1), Bytes: 4},
+		gpu.Copy{Dst: l.logG, DstOff: at(k), Src: l.prevG, Bytes: 4},
+		gpu.Copy{Dst: l.prevG, Src: consts, SrcOff: at(k + 1), Bytes: 4},
+	}
+	c := newCompletion()
+	err := l.q.Submit(cmds, func(err error) {
+		l.doneMu.Lock()
+		l.doneS[s] = append(l.doneS[s], j)
+		l.doneG = append(l.doneG, k)
+		l.doneMu.Unlock()
+		c.done(err)
+	})
+	l.mu.Unlock()
+	l.completionsMu.Lock()
+	if err != nil {
+		l.submitErrs = append(l.submitErrs, err)
+	} else {
+		l.completions = append(l.completions, c)
+	}
+	l.completionsMu.Unlock()
+}
+
+// check fails the test unless every batch of queue qi succeeded, done
+// came in submission order on both chains, and each log entry is its
+// predecessor's number. Test goroutine only, after every submit returned.
+func (l *ordLane) check(r *rig, setup gpu.Queue, qi int) {
+	t := r.t
+	t.Helper()
+	if len(l.submitErrs) > 0 {
+		t.Fatalf("queue %d: Submit: %v", qi, l.submitErrs[0])
+	}
+	for _, c := range l.completions {
+		if err := r.wait(c); err != nil {
+			t.Fatalf("queue %d: batch failed: %v", qi, err)
+		}
+	}
+	l.doneMu.Lock()
+	for s := range ordSubmitters {
+		if err := inOrder(l.doneS[s], ordPerSub); err != nil {
+			t.Errorf("queue %d submitter %d: done order: %v", qi, s, err)
+		}
+	}
+	if err := inOrder(l.doneG, ordTotal); err != nil {
+		t.Errorf("queue %d: done order: %v", qi, err)
+	}
+	l.doneMu.Unlock()
+
+	logS := int32s(r.read(setup, l.logS, 0, 4*ordTotal))
+	for s := range ordSubmitters {
+		for j := range ordPerSub {
+			if got := logS[s*ordPerSub+j]; got != int32(j) {
+				t.Fatalf("queue %d submitter %d batch %d saw its predecessor as %d, want %d",
+					qi, s, j, got, j)
 			}
 		}
-		logG := int32s(r.read(setup, l.logG, 0, 4*total))
-		for k, got := range logG {
-			if got != int32(k) {
-				t.Fatalf("queue %d: batch %d in submission order saw its predecessor as %d, want %d",
-					qi, k, got, k)
-			}
+	}
+	logG := int32s(r.read(setup, l.logG, 0, 4*ordTotal))
+	for k, got := range logG {
+		if got != int32(k) {
+			t.Fatalf("queue %d: batch %d in submission order saw its predecessor as %d, want %d",
+				qi, k, got, k)
 		}
 	}
 }
