@@ -109,6 +109,7 @@ func TestKitFenceGPUSides(t *testing.T) {
 // does not run and the fence fails, so the CPU side's Wait returns the
 // release at once instead of taking the update for the commands' success.
 func TestKitFenceUpdateAfterFailedCommand(t *testing.T) {
+	testenv.NeedsRunTimeFailure(t)
 	r := newKitRig(t)
 	open, err := choreotest.Hold(r.s)
 	if err != nil {

@@ -91,6 +91,7 @@ func TestKitGPUStreamCommands(t *testing.T) {
 // its own Enqueue only; the queue got one unit per Enqueue, and the next
 // unit ran.
 func TestKitGPUStreamUnitFailsAlone(t *testing.T) {
+	testenv.NeedsRunTimeFailure(t)
 	rec, s, q := kitStream(t)
 	ctx := kitCtx(t)
 	gone, err := rec.Alloc(16, gpu.DeviceMem)
