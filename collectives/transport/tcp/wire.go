@@ -82,19 +82,25 @@ var errHandshake = errors.New("bad handshake message")
 func (m *hsMsg) encode() []byte {
 	b := make([]byte, hsSize)
 	copy(b[0:4], hsMagic[:])
-	binary.BigEndian.PutUint16(b[4:6], m.Version)
-	b[6] = m.Kind
-	b[7] = m.Status
-	binary.BigEndian.PutUint64(b[8:16], m.Group)
-	binary.BigEndian.PutUint32(b[16:20], m.From)
-	binary.BigEndian.PutUint32(b[20:24], m.To)
-	binary.BigEndian.PutUint32(b[24:28], m.Size)
-	binary.BigEndian.PutUint16(b[28:30], m.Conn)
-	binary.BigEndian.PutUint16(b[30:32], m.Conns)
-	binary.BigEndian.PutUint32(b[32:36], m.MaxFrame)
-	binary.BigEndian.PutUint32(b[36:40], m.Window)
-	copy(b[40:72], m.Nonce[:])
+	m.walk(&fields{b: b, off: 4})
 	return b
+}
+
+// walk puts m's fields after the magic into c or gets them from it, in
+// the order of the layout (see hsMsg).
+func (m *hsMsg) walk(c *fields) {
+	c.u16(&m.Version)
+	c.u8(&m.Kind)
+	c.u8(&m.Status)
+	c.u64(&m.Group)
+	c.u32(&m.From)
+	c.u32(&m.To)
+	c.u32(&m.Size)
+	c.u16(&m.Conn)
+	c.u16(&m.Conns)
+	c.u32(&m.MaxFrame)
+	c.u32(&m.Window)
+	c.bytes(m.Nonce[:])
 }
 
 // decodeHS parses a handshake message. It checks the length, the magic,
@@ -107,24 +113,13 @@ func decodeHS(b []byte) (hsMsg, error) {
 	if [4]byte(b[0:4]) != hsMagic {
 		return m, fmt.Errorf("%w: not a choreo/tcp peer (magic %q)", errHandshake, b[0:4])
 	}
-	m.Version = binary.BigEndian.Uint16(b[4:6])
-	m.Kind = b[6]
-	m.Status = b[7]
+	m.walk(&fields{b: b, off: 4, get: true})
 	if m.Kind < hsHello || m.Kind > hsVerdict {
 		return m, fmt.Errorf("%w: kind %d", errHandshake, m.Kind)
 	}
 	if m.Status > stMax {
 		return m, fmt.Errorf("%w: status %d", errHandshake, m.Status)
 	}
-	m.Group = binary.BigEndian.Uint64(b[8:16])
-	m.From = binary.BigEndian.Uint32(b[16:20])
-	m.To = binary.BigEndian.Uint32(b[20:24])
-	m.Size = binary.BigEndian.Uint32(b[24:28])
-	m.Conn = binary.BigEndian.Uint16(b[28:30])
-	m.Conns = binary.BigEndian.Uint16(b[30:32])
-	m.MaxFrame = binary.BigEndian.Uint32(b[32:36])
-	m.Window = binary.BigEndian.Uint32(b[36:40])
-	copy(m.Nonce[:], b[40:72])
 	return m, nil
 }
 
@@ -185,22 +180,28 @@ var errFrame = errors.New("bad frame")
 
 func putFrame(b []byte, f *frame) {
 	_ = b[hdrSize-1]
-	b[0] = f.Type
-	b[1] = f.Flags
-	b[2], b[3] = 0, 0
-	binary.BigEndian.PutUint32(b[4:8], f.Len)
-	binary.BigEndian.PutUint64(b[8:16], f.Group)
-	binary.BigEndian.PutUint64(b[16:24], f.Seq)
-	binary.BigEndian.PutUint32(b[24:28], f.Step)
-	binary.BigEndian.PutUint32(b[28:32], f.Origin)
-	binary.BigEndian.PutUint64(b[32:40], f.ID)
-	binary.BigEndian.PutUint64(b[40:48], f.Size)
+	f.walk(&fields{b: b})
 }
 
 func (f *frame) bytes() []byte {
 	b := make([]byte, hdrSize)
 	putFrame(b, f)
 	return b
+}
+
+// walk puts f into c or gets it from c, in the order of the layout (see
+// frame); putting writes the reserved bytes as zeros, getting skips them.
+func (f *frame) walk(c *fields) {
+	c.u8(&f.Type)
+	c.u8(&f.Flags)
+	c.reserved(2)
+	c.u32(&f.Len)
+	c.u64(&f.Group)
+	c.u64(&f.Seq)
+	c.u32(&f.Step)
+	c.u32(&f.Origin)
+	c.u64(&f.ID)
+	c.u64(&f.Size)
 }
 
 // decodeFrame parses and checks a frame header: a known type, reserved
@@ -214,15 +215,7 @@ func decodeFrame(b []byte, maxFrame int) (frame, error) {
 	if len(b) < hdrSize {
 		return f, fmt.Errorf("%w: %d header bytes", errFrame, len(b))
 	}
-	f.Type = b[0]
-	f.Flags = b[1]
-	f.Len = binary.BigEndian.Uint32(b[4:8])
-	f.Group = binary.BigEndian.Uint64(b[8:16])
-	f.Seq = binary.BigEndian.Uint64(b[16:24])
-	f.Step = binary.BigEndian.Uint32(b[24:28])
-	f.Origin = binary.BigEndian.Uint32(b[28:32])
-	f.ID = binary.BigEndian.Uint64(b[32:40])
-	f.Size = binary.BigEndian.Uint64(b[40:48])
+	f.walk(&fields{b: b, get: true})
 	if f.Type == 0 || f.Type > fMax {
 		return f, fmt.Errorf("%w: type %d", errFrame, f.Type)
 	}
@@ -251,4 +244,67 @@ func decodeFrame(b []byte, maxFrame int) (frame, error) {
 		return f, fmt.Errorf("%w: type %d with flags %#x", errFrame, f.Type, f.Flags)
 	}
 	return f, nil
+}
+
+// fields walks a fixed big-endian layout one field at a time, putting each
+// field into b at off or, with get, getting it from there. A message's walk
+// method names its fields once, in wire order, for both directions.
+type fields struct {
+	b   []byte
+	off int
+	get bool
+}
+
+func (c *fields) u8(v *uint8) {
+	if c.get {
+		*v = c.b[c.off]
+	} else {
+		c.b[c.off] = *v
+	}
+	c.off++
+}
+
+func (c *fields) u16(v *uint16) {
+	if c.get {
+		*v = binary.BigEndian.Uint16(c.b[c.off:])
+	} else {
+		binary.BigEndian.PutUint16(c.b[c.off:], *v)
+	}
+	c.off += 2
+}
+
+func (c *fields) u32(v *uint32) {
+	if c.get {
+		*v = binary.BigEndian.Uint32(c.b[c.off:])
+	} else {
+		binary.BigEndian.PutUint32(c.b[c.off:], *v)
+	}
+	c.off += 4
+}
+
+func (c *fields) u64(v *uint64) {
+	if c.get {
+		*v = binary.BigEndian.Uint64(c.b[c.off:])
+	} else {
+		binary.BigEndian.PutUint64(c.b[c.off:], *v)
+	}
+	c.off += 8
+}
+
+func (c *fields) bytes(v []byte) {
+	if c.get {
+		copy(v, c.b[c.off:])
+	} else {
+		copy(c.b[c.off:], v)
+	}
+	c.off += len(v)
+}
+
+// reserved is n bytes that carry nothing: put as zeros, skipped on get (the
+// decoder checks them).
+func (c *fields) reserved(n int) {
+	if !c.get {
+		clear(c.b[c.off : c.off+n])
+	}
+	c.off += n
 }
