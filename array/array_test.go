@@ -19,18 +19,10 @@ func stream(t *testing.T) *streams.GPU {
 	t.Helper()
 	dev := testenv.Device(t)
 	rt := testenv.Runtime(t)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testenv.Stream(t, rt, dev)
 }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+func ctx(t *testing.T) context.Context { return testenv.Ctx(t, 10*time.Second) }
 
 func TestFullArangeAddScaleCopy(t *testing.T) {
 	s := stream(t)

@@ -100,14 +100,8 @@ func TestShapeLimits(t *testing.T) {
 // it keeps the memory until that op has run.
 func TestFreeWhileAnotherStreamReads(t *testing.T) {
 	dev, rt := testenv.Device(t), testenv.Runtime(t)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Stream(t, rt, dev)
+	s2 := testenv.Stream(t, rt, dev)
 	x, _ := array.Full(s, []int{1 << 14}, array.Float32, 1)
 	if err := x.Wait(ctx(t)); err != nil {
 		t.Fatal(err)

@@ -41,11 +41,7 @@ func fuzzStream(f *testing.F, staged bool) *streams.GPU {
 	}
 	f.Cleanup(func() { _ = dev.Close() })
 	rt := testenv.Runtime(f)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		f.Fatal(err)
-	}
-	return s
+	return testenv.Stream(f, rt, dev)
 }
 
 // decodeShape reads up to 6 dimensions: mostly small ones (a byte each,

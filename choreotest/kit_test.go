@@ -17,23 +17,6 @@ import (
 	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
-func bounded(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// recorder opens the test backend (CHOREO_BACKEND) under a Recorder.
-func recorder(t testing.TB) *choreotest.Recorder {
-	t.Helper()
-	rec, err := choreotest.Open(testenv.Backend())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rec.Close() })
-	return rec
-}
-
 func alloc(t testing.TB, dev gpu.Device, n int, kind gpu.MemKind) gpu.Buffer {
 	t.Helper()
 	b, err := dev.Alloc(n, kind)
@@ -49,8 +32,8 @@ func alloc(t testing.TB, dev gpu.Device, n int, kind gpu.MemKind) gpu.Buffer {
 // outcomes; a refused batch returns the device's own error and is not
 // recorded; Close reaches the real queue.
 func TestKitRecorderPassesThrough(t *testing.T) {
-	rec := recorder(t)
-	ctx := bounded(t, 10*time.Second)
+	rec := testenv.Recorder(t, testenv.Backend())
+	ctx := testenv.Ctx(t, 10*time.Second)
 	gq, err := rec.NewQueue()
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +118,7 @@ func mustWord(t testing.TB, dev gpu.Device) gpu.FenceWord {
 
 // TestKitStepNames checks the names a plan is written in.
 func TestKitStepNames(t *testing.T) {
-	rec := recorder(t)
+	rec := testenv.Recorder(t, testenv.Backend())
 	d := alloc(t, rec, 8, gpu.DeviceMem)
 	h := alloc(t, rec, 8, gpu.HostMem)
 	w := mustWord(t, rec)
@@ -165,12 +148,9 @@ func TestKitStepNames(t *testing.T) {
 // TestKitLabeledView: a view's queues carry its label, its stream's device
 // is the view, and closing the view leaves the device open.
 func TestKitLabeledView(t *testing.T) {
-	rec := recorder(t)
+	rec := testenv.Recorder(t, testenv.Backend())
 	rt := testenv.Runtime(t)
-	s, q, err := rec.NewStream(rt, "rank7")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, q := testenv.RecordedStream(t, rec, rt, "rank7")
 	if q.Label() != "rank7" || rec.Queue("rank7") != q || rec.Queues()[q.Index()] != q {
 		t.Fatalf("queue %v", q)
 	}
@@ -178,7 +158,7 @@ func TestKitLabeledView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := array.ToSlice[int32](bounded(t, 10*time.Second), x)
+	got, err := array.ToSlice[int32](testenv.Ctx(t, 10*time.Second), x)
 	if err != nil || !slices.Equal(got, []int32{5, 5, 5}) {
 		t.Fatalf("values %v %v", got, err)
 	}
@@ -228,7 +208,7 @@ func TestKitProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &echo{} }))
-	ctx := bounded(t, 10*time.Second)
+	ctx := testenv.Ctx(t, 10*time.Second)
 
 	p.Send(e, setPeer{p.PID()})
 	p.Request(e, "hi")
@@ -279,16 +259,13 @@ func TestKitTwoRuntimes(t *testing.T) {
 	var wg sync.WaitGroup
 	units := make([][]string, 2)
 	for i := range 2 {
-		rec := recorder(t)
+		rec := testenv.Recorder(t, testenv.Backend())
 		rt := testenv.Runtime(t)
 		p, err := choreotest.NewProbe(rt.ActorSystem(), "twin")
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, q, err := rec.NewStream(rt, "s")
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, q := testenv.RecordedStream(t, rec, rt, "s")
 		wg.Go(func() {
 			for range i + 1 {
 				x, err := array.Full(s, []int{2}, array.Float32, 1)
@@ -296,13 +273,13 @@ func TestKitTwoRuntimes(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if err := x.Wait(bounded(t, 10*time.Second)); err != nil {
+				if err := x.Wait(testenv.Ctx(t, 10*time.Second)); err != nil {
 					t.Error(err)
 				}
 				p.Send(p.PID(), i)
 			}
 			units[i] = q.Units()
-			if err := p.Expect(bounded(t, 10*time.Second), slices.Repeat([]any{i}, i+1)...); err != nil {
+			if err := p.Expect(testenv.Ctx(t, 10*time.Second), slices.Repeat([]any{i}, i+1)...); err != nil {
 				t.Error(err)
 			}
 		})
@@ -345,13 +322,10 @@ func TestKitDiff(t *testing.T) {
 // TestKitHoldAndWatch: Hold keeps what follows pending until it opens, and
 // a Watch sees the hold's wait and the held work.
 func TestKitHoldAndWatch(t *testing.T) {
-	rec := recorder(t)
+	rec := testenv.Recorder(t, testenv.Backend())
 	rt := testenv.Runtime(t)
-	s, q, err := rec.NewStream(rt, "held")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := bounded(t, 10*time.Second)
+	s, q := testenv.RecordedStream(t, rec, rt, "held")
+	ctx := testenv.Ctx(t, 10*time.Second)
 	w, err := choreotest.NewWatch(ctx, nil, choreotest.Rank{Stream: s, Queue: q})
 	if err != nil {
 		t.Fatal(err)

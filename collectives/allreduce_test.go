@@ -8,6 +8,7 @@ import (
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 // runAllReduce runs one all-reduce on every rank of w and checks it
@@ -28,7 +29,7 @@ func runAllReduce(t *testing.T, w *world, dt gpu.DType, op collectives.Op, count
 	}
 	want := reduceRef(dt, op, ins)
 	for r, y := range outs {
-		got, err := array.ToFloat64(bounded(t, 20*time.Second), y)
+		got, err := array.ToFloat64(testenv.Ctx(t, 20*time.Second), y)
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
@@ -80,7 +81,7 @@ func TestR16Donation(t *testing.T) {
 		if ys[r].Buffer() != xs[r].Buffer() {
 			t.Fatalf("rank %d: donated output has its own buffer", r)
 		}
-		got, err := array.ToSlice[float32](bounded(t, 5*time.Second), ys[r])
+		got, err := array.ToSlice[float32](testenv.Ctx(t, 5*time.Second), ys[r])
 		if err != nil || got[0] != 3 || got[1] != 3 || got[2] != 6 {
 			t.Fatalf("rank %d: %v %v", r, got, err)
 		}
@@ -102,7 +103,7 @@ func TestR17GroupOfOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range []*array.Array{y, z} {
-		got, err := array.ToSlice[int16](bounded(t, 5*time.Second), a)
+		got, err := array.ToSlice[int16](testenv.Ctx(t, 5*time.Second), a)
 		if err != nil || len(got) != 3 || got[0] != 1 || got[1] != -2 || got[2] != 3 {
 			t.Fatalf("size-1 result %v: %v %v", a, got, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 // BenchmarkAllReduceLatency: 2 ranks, 1-element float32 all-reduce, end to
@@ -19,12 +20,12 @@ func BenchmarkAllReduceLatency(b *testing.B) {
 	xs := []*array.Array{}
 	for r := range 2 {
 		x, _ := array.Full(w.s[r], []int{1}, gpu.Float32, 1)
-		if err := x.Wait(bounded(b, 5*time.Second)); err != nil {
+		if err := x.Wait(testenv.Ctx(b, 5*time.Second)); err != nil {
 			b.Fatal(err)
 		}
 		xs = append(xs, x)
 	}
-	ctx := bounded(b, 5*time.Minute)
+	ctx := testenv.Ctx(b, 5*time.Minute)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
@@ -58,7 +59,7 @@ func BenchmarkAllReduceBandwidth(b *testing.B) {
 			const n = 4
 			w := newWorld(b, n)
 			xs := make([]*array.Array, n)
-			ctx := bounded(b, 10*time.Minute)
+			ctx := testenv.Ctx(b, 10*time.Minute)
 			for r := range n {
 				xs[r], _ = array.Full(w.s[r], []int{size / 4}, gpu.Float32, 0)
 				if err := xs[r].Wait(ctx); err != nil { // fresh pages fault in outside the clock

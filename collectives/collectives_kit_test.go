@@ -28,11 +28,7 @@ type kitWorld struct {
 
 func newKitWorld(t *testing.T, backend string, n int) *kitWorld {
 	t.Helper()
-	rec, err := choreotest.Open(backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rec.Close() })
+	rec := testenv.Recorder(t, backend)
 	rt := testenv.Runtime(t)
 	tr := choreotest.NewTracer()
 	gs, err := collectives.Local(rt, n, collectives.WithTimeout(10*time.Second), tr.Option())
@@ -41,15 +37,10 @@ func newKitWorld(t *testing.T, backend string, n int) *kitWorld {
 	}
 	w := &kitWorld{rec: rec, groups: gs, tr: tr, staged: !rec.Properties().HostVisibleDeviceMem}
 	for r, g := range gs {
-		s, q, err := rec.NewStream(rt, fmt.Sprintf("rank%d", r))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, q := testenv.RecordedStream(t, rec, rt, fmt.Sprintf("rank%d", r))
 		w.ranks = append(w.ranks, choreotest.Rank{Number: r, Stream: s, Queue: q, Comm: g.Comm()})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	w.ctx = ctx
+	w.ctx = testenv.Ctx(t, 20*time.Second)
 	return w
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/internal/testenv"
-	"github.com/choreo-gpu/choreo/streams"
 )
 
 // Regression tests for the defects found by using the API as a user would
@@ -21,13 +20,10 @@ import (
 // next allocation reuse its memory under the collective.
 func TestFreeWhileCollectiveReads(t *testing.T) {
 	w := newWorld(t, 2)
-	s2, err := streams.NewGPU(w.rt, w.dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := testenv.Stream(t, w.rt, w.dev)
 	shape := []int{1 << 16}
 	x, _ := array.Full(s2, shape, array.Float32, 1)
-	if err := x.Wait(bounded(t, 5*time.Second)); err != nil {
+	if err := x.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	y0, err := w.groups[0].AllReduce(w.s[0], x, collectives.Sum)
@@ -39,7 +35,7 @@ func TestFreeWhileCollectiveReads(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	z, _ := array.Full(s2, shape, array.Float32, 9) // the freed block, if it were free
-	if err := z.Wait(bounded(t, 5*time.Second)); err != nil {
+	if err := z.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	x1, _ := array.Full(w.s[1], shape, array.Float32, 1)
@@ -48,7 +44,7 @@ func TestFreeWhileCollectiveReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	for r, y := range []*array.Array{y0, y1} {
-		v, err := array.ToSlice[float32](bounded(t, 10*time.Second), y)
+		v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), y)
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
@@ -79,7 +75,7 @@ func TestSplitDoesNotMatchAllGather(t *testing.T) {
 	x, _ := array.FromSlice(w.s[1], []int64{100, 200})
 	y, err := w.groups[1].AllGather(w.s[1], x)
 	if err == nil {
-		_, err = array.ToSlice[int64](bounded(t, 10*time.Second), y)
+		_, err = array.ToSlice[int64](testenv.Ctx(t, 10*time.Second), y)
 	}
 	if !errors.Is(err, collectives.ErrMismatch) {
 		t.Fatalf("all-gather against a split: %v, want ErrMismatch", err)
@@ -93,14 +89,11 @@ func TestSplitDoesNotMatchAllGather(t *testing.T) {
 // before anything is enqueued (no staging copy reads it while it is written).
 func TestCrossStreamRefusedBeforeEnqueue(t *testing.T) {
 	w := newWorld(t, 2)
-	s2, err := streams.NewGPU(w.rt, w.dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := testenv.Stream(t, w.rt, w.dev)
 	release := testenv.Hold(t, s2)
 	x, _ := array.Full(s2, []int{1 << 12}, array.Float32, 1) // pending behind the hold
 	last := w.s[0].Last()
-	_, err = w.groups[0].AllReduce(w.s[0], x, collectives.Sum)
+	_, err := w.groups[0].AllReduce(w.s[0], x, collectives.Sum)
 	if !errors.Is(err, collectives.ErrCrossStream) {
 		t.Fatalf("got %v, want ErrCrossStream", err)
 	}
@@ -108,7 +101,7 @@ func TestCrossStreamRefusedBeforeEnqueue(t *testing.T) {
 		t.Fatalf("the refused call enqueued work on the rank's stream (%v -> %v)", last, now)
 	}
 	release()
-	if err := x.Wait(bounded(t, 5*time.Second)); err != nil {
+	if err := x.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -130,7 +123,7 @@ func TestFailedOutputWakesWaiters(t *testing.T) {
 	a, _ := array.Full(w.s[0], []int{8}, array.Float32, 1)
 	b, _ := array.Full(w.s[1], []int{8}, array.Int32, 1)
 	for _, in := range []*array.Array{a, b} {
-		if err := in.Wait(bounded(t, 5*time.Second)); err != nil {
+		if err := in.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +138,7 @@ func TestFailedOutputWakesWaiters(t *testing.T) {
 		t.Fatal(errA, errB)
 	}
 	start := time.Now()
-	err = ya.Wait(bounded(t, 5*time.Second))
+	err = ya.Wait(testenv.Ctx(t, 5*time.Second))
 	if !errors.Is(err, collectives.ErrShapeMismatch) {
 		t.Fatalf("got %v, want ErrShapeMismatch", err)
 	}
@@ -156,7 +149,7 @@ func TestFailedOutputWakesWaiters(t *testing.T) {
 	if _, err := w.groups[1].AllReduce(w.s[1], x1, collectives.Sum); err != nil {
 		t.Fatal(err)
 	}
-	if err := pending.Wait(bounded(t, 10*time.Second)); err != nil {
+	if err := pending.Wait(testenv.Ctx(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,7 +174,7 @@ func TestBroadcastRootFullWidth(t *testing.T) {
 		if y == nil {
 			continue
 		}
-		if err := y.Wait(bounded(t, 30*time.Second)); !errors.Is(err, collectives.ErrMismatch) {
+		if err := y.Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrMismatch) {
 			t.Fatalf("rank %d: %v, want ErrMismatch", r, err)
 		}
 	}
@@ -206,7 +199,7 @@ func TestSharedStreamRefused(t *testing.T) {
 		t.Fatalf("rank 1 on rank 0's stream: %v, want ErrWouldDeadlock", err)
 	}
 	start := time.Now()
-	if err := y0.Wait(bounded(t, 30*time.Second)); err == nil {
+	if err := y0.Wait(testenv.Ctx(t, 30*time.Second)); err == nil {
 		t.Fatal("rank 0's output succeeded without rank 1")
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -237,7 +230,7 @@ func TestCrossedGroupOrderRefused(t *testing.T) {
 		}
 	}
 	for _, y := range outs {
-		if err := y.Wait(bounded(t, 10*time.Second)); err != nil {
+		if err := y.Wait(testenv.Ctx(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -257,11 +250,11 @@ func TestCrossedGroupOrderRefused(t *testing.T) {
 	if _, err := call(a[1], 1); !errors.Is(err, collectives.ErrWouldDeadlock) {
 		t.Fatalf("crossed order: %v, want ErrWouldDeadlock", err)
 	}
-	if err := ya0.Wait(bounded(t, 5*time.Second)); err == nil {
+	if err := ya0.Wait(testenv.Ctx(t, 5*time.Second)); err == nil {
 		t.Fatal("rank 0's a succeeded without rank 1")
 	}
 	for r, y := range []*array.Array{yb0, yb1} {
-		if err := y.Wait(bounded(t, 5*time.Second)); err != nil {
+		if err := y.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 			t.Fatalf("b rank %d: %v", r, err)
 		}
 	}
@@ -288,7 +281,7 @@ func checkAllReduceWorks(t *testing.T, w *world) {
 		ys = append(ys, y)
 	}
 	for _, y := range ys {
-		v, err := array.ToSlice[float32](bounded(t, 10*time.Second), y)
+		v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), y)
 		if err != nil || v[0] != float32(len(w.groups)) {
 			t.Fatalf("%v %v", v, err)
 		}
@@ -307,7 +300,7 @@ func TestCloseFailsPendingWithErrClosed(t *testing.T) {
 	if err := w.groups[0].Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
-	if err := y.Wait(bounded(t, 10*time.Second)); !errors.Is(err, collectives.ErrClosed) {
+	if err := y.Wait(testenv.Ctx(t, 10*time.Second)); !errors.Is(err, collectives.ErrClosed) {
 		t.Fatalf("got %v, want ErrClosed", err)
 	}
 	if err := w.groups[0].Wait(context.Background()); err == nil || !errors.Is(err, collectives.ErrClosed) {
@@ -362,7 +355,7 @@ func TestScalarOutputs(t *testing.T) {
 		t.Fatalf("recv of a scalar: %v %v", z, err)
 	}
 	for i, want := range []float32{2, 2, 5} {
-		v, err := array.ToSlice[float32](bounded(t, 10*time.Second), append(ys, z)[i])
+		v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), append(ys, z)[i])
 		if err != nil || len(v) != 1 || v[0] != want {
 			t.Fatalf("output %d: %v %v, want [%v]", i, v, err, want)
 		}
@@ -386,7 +379,7 @@ func TestRefusedPointToPointKeepsItsPlace(t *testing.T) {
 				}
 				r, err := w.groups[1].Recv(w.s[1], []int{4}, array.Float32, 0)
 				if err == nil {
-					first = r.Wait(bounded(t, 10*time.Second))
+					first = r.Wait(testenv.Ctx(t, 10*time.Second))
 				} else {
 					first = err
 				}
@@ -404,7 +397,7 @@ func TestRefusedPointToPointKeepsItsPlace(t *testing.T) {
 					t.Fatal("bad recv accepted")
 				}
 				start := time.Now()
-				first = w.groups[0].Wait(bounded(t, 10*time.Second))
+				first = w.groups[0].Wait(testenv.Ctx(t, 10*time.Second))
 				if d := time.Since(start); d > 5*time.Second {
 					t.Fatalf("the sender learned of the refusal after %v", d)
 				}
@@ -420,7 +413,7 @@ func TestRefusedPointToPointKeepsItsPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := array.ToSlice[float32](bounded(t, 10*time.Second), r)
+			v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), r)
 			if err != nil || v[0] != 2 {
 				t.Fatalf("the next recv got %v %v, want the next send's 2s", v, err)
 			}

@@ -37,7 +37,7 @@ func TestR2TimelinesOnRealCollectives(t *testing.T) {
 		var unblock []func()
 		for r := range 2 {
 			x := fromFloat64(t, w.s[r], gpu.Float32, []float64{1, 2, 3})
-			if err := x.Wait(bounded(t, 5*time.Second)); err != nil {
+			if err := x.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			if withEvent {
@@ -83,12 +83,12 @@ func TestR2TimelinesOnRealCollectives(t *testing.T) {
 			u()
 		}
 		for _, o := range outs {
-			if err := o.Wait(bounded(t, 10*time.Second)); err != nil {
+			if err := o.Wait(testenv.Ctx(t, 10*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for r := range 2 {
-			if err := w.groups[r].Wait(bounded(t, 10*time.Second)); err != nil {
+			if err := w.groups[r].Wait(testenv.Ctx(t, 10*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -126,7 +126,7 @@ func TestR2TimelinesOnRealCollectives(t *testing.T) {
 // expectFailure waits for y and checks that it failed with target.
 func expectFailure(t *testing.T, rank int, y *array.Array, target error) {
 	t.Helper()
-	_, err := array.ToFloat64(bounded(t, 10*time.Second), y)
+	_, err := array.ToFloat64(testenv.Ctx(t, 10*time.Second), y)
 	if !errors.Is(err, target) || !errors.Is(err, collectives.ErrReleased) {
 		t.Fatalf("rank %d: got %v, want an error matching %v and ErrReleased", rank, err, target)
 	}
@@ -246,7 +246,7 @@ func TestRankFailsMidCollective(t *testing.T) {
 			t.Fatal(err)
 		}
 		for r, y := range outs {
-			_, err := array.ToFloat64(bounded(t, 10*time.Second), y)
+			_, err := array.ToFloat64(testenv.Ctx(t, 10*time.Second), y)
 			if !errors.Is(err, collectives.ErrPeerLost) && !errors.Is(err, collectives.ErrAborted) {
 				t.Fatalf("rank %d: %v, want ErrPeerLost or ErrAborted", r, err)
 			}
@@ -275,7 +275,7 @@ func TestRankFailsMidCollective(t *testing.T) {
 			}
 		}
 		for _, y := range ys {
-			v, err := array.ToSlice[int8](bounded(t, 5*time.Second), y)
+			v, err := array.ToSlice[int8](testenv.Ctx(t, 5*time.Second), y)
 			if err != nil || v[0] != 6 {
 				t.Fatalf("new group after failure: %v %v", v, err)
 			}

@@ -109,7 +109,7 @@ func FuzzSplit(f *testing.F) {
 			if outs[r] == nil {
 				continue
 			}
-			got, err := array.ToSlice[int32](bounded(t, 10*time.Second), outs[r])
+			got, err := array.ToSlice[int32](testenv.Ctx(t, 10*time.Second), outs[r])
 			if err != nil {
 				t.Fatalf("colors %v keys %v: rank %d: all-gather on the subgroup: %v", colors, keys, r, err)
 			}
@@ -221,7 +221,7 @@ func FuzzRecvShape(f *testing.F) {
 			if err := gs[1].Send(ss[1], x, 0); err != nil {
 				t.Fatal(err)
 			}
-			got, err := array.ToFloat64(bounded(t, 10*time.Second), y)
+			got, err := array.ToFloat64(testenv.Ctx(t, 10*time.Second), y)
 			if err != nil || len(got) != count || !slices.Equal(y.Shape(), shape) {
 				t.Fatalf("Recv(%v, %s): %v elements of shape %v, %v; want %d", shape, dt, len(got), y.Shape(), err, count)
 			}

@@ -1,7 +1,6 @@
 package collectives_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -41,19 +40,9 @@ func newWorldOn(t testing.TB, dev gpu.Device, n int, opts ...collectives.Option)
 	}
 	w := &world{rt: rt, dev: dev, groups: gs}
 	for range n {
-		s, err := streams.NewGPU(rt, dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.s = append(w.s, s)
+		w.s = append(w.s, testenv.Stream(t, rt, dev))
 	}
 	return w
-}
-
-func bounded(t testing.TB, d time.Duration) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return c
 }
 
 // input makes rank r's test values: small, varied, exact in every dtype.

@@ -10,6 +10,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 func TestAllGatherReduceScatterBroadcast(t *testing.T) {
@@ -39,7 +40,7 @@ func TestAllGatherReduceScatterBroadcast(t *testing.T) {
 					all := slices.Concat(ins...)
 					full := reduceRef(dt, collectives.Max, ins)
 					for r := range n {
-						ctx := bounded(t, 10*time.Second)
+						ctx := testenv.Ctx(t, 10*time.Second)
 						got, err := array.ToFloat64(ctx, gathered[r])
 						if err != nil || !slices.Equal(gathered[r].Shape(), []int{n, count}) {
 							t.Fatalf("allgather rank %d: shape %v: %v", r, gathered[r].Shape(), err)
@@ -99,7 +100,7 @@ func TestR20SendRecv(t *testing.T) {
 					outs[r] = y
 				}
 				for r := range n {
-					got, err := array.ToFloat64(bounded(t, 10*time.Second), outs[r])
+					got, err := array.ToFloat64(testenv.Ctx(t, 10*time.Second), outs[r])
 					if err != nil {
 						t.Fatalf("rank %d: %v", r, err)
 					}
@@ -108,7 +109,7 @@ func TestR20SendRecv(t *testing.T) {
 					}
 				}
 				for r := range n {
-					if err := w.groups[r].Wait(bounded(t, 10*time.Second)); err != nil {
+					if err := w.groups[r].Wait(testenv.Ctx(t, 10*time.Second)); err != nil {
 						t.Fatalf("rank %d: %v", r, err)
 					}
 				}
@@ -123,7 +124,7 @@ func TestBarrierAndSplit(t *testing.T) {
 	subs := make([]*collectives.Group, 4)
 	for r := range 4 {
 		go func() {
-			if err := w.groups[r].Barrier(bounded(t, 10*time.Second)); err != nil {
+			if err := w.groups[r].Barrier(testenv.Ctx(t, 10*time.Second)); err != nil {
 				errs <- err
 				return
 			}
@@ -150,7 +151,7 @@ func TestBarrierAndSplit(t *testing.T) {
 		outs[r] = y
 	}
 	for r := range 4 {
-		got, err := array.ToSlice[int32](bounded(t, 10*time.Second), outs[r])
+		got, err := array.ToSlice[int32](testenv.Ctx(t, 10*time.Second), outs[r])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/internal/testenv"
-	"github.com/choreo-gpu/choreo/streams"
 )
 
 // stagedDevice is the test backend's device if the CPU cannot see its
@@ -95,7 +94,7 @@ func TestStagedPartsShapeMismatch(t *testing.T) {
 			}
 			start := time.Now()
 			for r, y := range outs {
-				err := y.Wait(bounded(t, 20*time.Second))
+				err := y.Wait(testenv.Ctx(t, 20*time.Second))
 				if !errors.Is(err, collectives.ErrShapeMismatch) {
 					t.Fatalf("rank %d: got %v, want ErrShapeMismatch", r, err)
 				}
@@ -125,11 +124,7 @@ func TestPartsAcrossStagedAndVisibleDevices(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = dev.Close() })
-		s, err := streams.NewGPU(rt, dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.s = append(w.s, s)
+		w.s = append(w.s, testenv.Stream(t, rt, dev))
 	}
 	runAllReduce(t, w, gpu.Float32, collectives.Sum, 4<<20+1) // 2 parts
 }
@@ -152,11 +147,7 @@ func TestPartsPeerAbortedWhenOutputSideFails(t *testing.T) {
 	}
 	w := &world{rt: rt, dev: dev, groups: gs}
 	for range 2 {
-		s, err := streams.NewGPU(rt, dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.s = append(w.s, s)
+		w.s = append(w.s, testenv.Stream(t, rt, dev))
 	}
 	x0, err := array.Full(w.s[0], []int{4 << 20}, gpu.Float32, 1)
 	if err != nil {
@@ -179,13 +170,13 @@ func TestPartsPeerAbortedWhenOutputSideFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := y1.Wait(bounded(t, 20*time.Second)); err == nil {
+	if err := y1.Wait(testenv.Ctx(t, 20*time.Second)); err == nil {
 		t.Fatal("rank 1 succeeded although rank 0 left the collective")
 	}
 	if el := time.Since(start); el > 2*time.Second {
 		t.Fatalf("rank 1 failed after %v, want an abort well within its 5s deadline", el)
 	}
-	if err := y0.Wait(bounded(t, 20*time.Second)); err == nil {
+	if err := y0.Wait(testenv.Ctx(t, 20*time.Second)); err == nil {
 		t.Fatal("rank 0's output succeeded although its stream closed")
 	}
 }

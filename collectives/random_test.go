@@ -839,10 +839,7 @@ func rndRunWorld(t *testing.T, cfg rndConfig) {
 	t.Logf("seed %d, %d ranks: %d steps, worlds %v", cfg.seed, cfg.n, len(p.steps), algos)
 	ranks := make([]*rndRank, cfg.n)
 	for r := range cfg.n {
-		s, err := streams.NewGPU(rt, dev)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := testenv.Stream(t, rt, dev)
 		ranks[r] = &rndRank{w: w, p: p, r: r, s: s, groups: make([]*collectives.Group, len(p.groups)),
 			outs: map[int]*array.Array{}}
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
-	"github.com/choreo-gpu/choreo/streams"
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 // Regression tests for defects a review found; each failed before its fix.
@@ -37,7 +37,7 @@ func TestQueuedCollectivesKeepTheirTimeout(t *testing.T) {
 	}
 	for i := range ys {
 		for r, a := range []*array.Array{ys[i], zs[i]} {
-			v, err := array.ToSlice[float32](bounded(t, 5*time.Second), a)
+			v, err := array.ToSlice[float32](testenv.Ctx(t, 5*time.Second), a)
 			if err != nil || v[0] != 2 {
 				t.Fatalf("op %d rank %d: %v %v", i, r, v, err)
 			}
@@ -67,10 +67,10 @@ func TestInputFailingAfterLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if v, err := array.ToSlice[float32](bounded(t, 10*time.Second), y); err == nil {
+	if v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), y); err == nil {
 		t.Fatalf("all-reduce over a failed input returned %v without error", v)
 	}
-	if _, err := array.ToSlice[float32](bounded(t, 10*time.Second), z); !errors.Is(err, collectives.ErrAborted) {
+	if _, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), z); !errors.Is(err, collectives.ErrAborted) {
 		t.Fatalf("peer: %v, want ErrAborted", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -93,10 +93,10 @@ func TestFailedSendKeepsPairOrder(t *testing.T) {
 	}
 	r1, _ := w.groups[1].Recv(w.s[1], []int{4}, gpu.Float32, 0)
 	r2, _ := w.groups[1].Recv(w.s[1], []int{4}, gpu.Float32, 0)
-	if v, err := array.ToSlice[float32](bounded(t, 10*time.Second), r1); !errors.Is(err, collectives.ErrAborted) {
+	if v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), r1); !errors.Is(err, collectives.ErrAborted) {
 		t.Fatalf("recv #1: %v %v, want ErrAborted", v, err)
 	}
-	if v, err := array.ToSlice[float32](bounded(t, 10*time.Second), r2); err != nil || v[0] != 222 {
+	if v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), r2); err != nil || v[0] != 222 {
 		t.Fatalf("recv #2: %v %v, want send #2's data", v, err)
 	}
 }
@@ -111,7 +111,7 @@ func TestDonationWaitsForQueuedReaders(t *testing.T) {
 	}
 	x0, _ := array.Full(w.s[0], []int{4}, array.Float32, 1)
 	x1, _ := array.Full(w.s[1], []int{4}, array.Float32, 1)
-	if err := x0.Wait(bounded(t, 5*time.Second)); err != nil {
+	if err := x0.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := hold[0].Recv(w.s[0], []int{1}, gpu.Float32, 1); err != nil { // holds stream 0
@@ -124,19 +124,16 @@ func TestDonationWaitsForQueuedReaders(t *testing.T) {
 	}
 	y1, _ := w.groups[1].AllReduce(w.s[1], x1, collectives.Sum)
 	time.Sleep(100 * time.Millisecond)
-	other, err := streams.NewGPU(w.rt, w.dev) // stream 1 waits for rank 0 now
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := testenv.Stream(t, w.rt, w.dev) // stream 1 waits for rank 0 now
 	one, _ := array.Full(other, []int{1}, array.Float32, 1)
 	if err := hold[1].Send(other, one, 0); err != nil { // releases stream 0
 		t.Fatal(err)
 	}
-	if v, err := array.ToSlice[float32](bounded(t, 10*time.Second), scaled); err != nil || v[0] != 3 {
+	if v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), scaled); err != nil || v[0] != 3 {
 		t.Fatalf("reader queued before the donation saw %v %v, want 3", v, err)
 	}
 	for r, y := range []*array.Array{y0, y1} {
-		if v, err := array.ToSlice[float32](bounded(t, 10*time.Second), y); err != nil || v[0] != 2 {
+		if v, err := array.ToSlice[float32](testenv.Ctx(t, 10*time.Second), y); err != nil || v[0] != 2 {
 			t.Fatalf("rank %d: %v %v", r, v, err)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/internal/testenv"
-	"github.com/choreo-gpu/choreo/streams"
 )
 
 // BenchmarkFenceRoundTrip measures CPU->GPU->CPU through the fence API: the
@@ -37,10 +36,7 @@ func BenchmarkFenceRoundTripPipelined(b *testing.B) { benchRoundTrip(b, 64, time
 func benchRoundTrip(b *testing.B, batch int, settle time.Duration) {
 	dev := testenv.Device(b)
 	rt := testenv.Runtime(b)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := testenv.Stream(b, rt, dev)
 	f, err := testenv.Fences(b, rt).New(dev)
 	if err != nil {
 		b.Fatal(err)
@@ -90,10 +86,7 @@ func benchRoundTrip(b *testing.B, batch int, settle time.Duration) {
 func BenchmarkFenceLifecycle(b *testing.B) {
 	dev := testenv.Device(b)
 	rt := testenv.Runtime(b)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := testenv.Stream(b, rt, dev)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b.ResetTimer()

@@ -32,7 +32,7 @@ func TestPanickingGuardDoesNotWedge(t *testing.T) {
 	}
 	f.Fail(errors.New("cause"))
 	<-p.called
-	if err := ev.Wait(bounded(t, 5*time.Second)); err != nil {
+	if err := ev.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatalf("the GPU wait did not pass: %v", err)
 	}
 	g, err := testenv.Fences(t, r.rt).New(r.dev)

@@ -28,27 +28,15 @@ type kitRig struct {
 
 func newKitRig(t *testing.T) *kitRig {
 	t.Helper()
-	rec, err := choreotest.Open(testenv.Backend())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rec.Close() })
+	rec := testenv.Recorder(t, testenv.Backend())
 	rt := testenv.Runtime(t)
-	s, q, err := rec.NewStream(rt, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := fence.For(rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := m.New(s.Device(), fence.WithTimeout(10*time.Second))
+	s, q := testenv.RecordedStream(t, rec, rt, "s")
+	f, err := testenv.Fences(t, rt).New(s.Device(), fence.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Release)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
+	ctx := testenv.Ctx(t, 10*time.Second)
 	w, err := choreotest.NewWatch(ctx, nil, choreotest.Rank{Stream: s, Queue: q})
 	if err != nil {
 		t.Fatal(err)

@@ -33,17 +33,8 @@ func newRig(t *testing.T, opts ...actors.Option) *rig {
 	t.Helper()
 	dev := testenv.Device(t)
 	rt := testenv.Runtime(t, opts...)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Stream(t, rt, dev)
 	return &rig{rt: rt, dev: dev, s: s}
-}
-
-func bounded(t *testing.T, d time.Duration) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return c
 }
 
 // guarded returns an output that f's GPU-side wait on r.s guards: it is
@@ -89,7 +80,7 @@ func choreography(t *testing.T, r *rig, shape string, withEvent bool) []fence.St
 		t.Fatal(err)
 	}
 	if !withEvent {
-		if err := in.Wait(bounded(t, 5*time.Second)); err != nil {
+		if err := in.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		in.SetEvent(streams.Event{})
@@ -158,7 +149,7 @@ func choreography(t *testing.T, r *rig, shape string, withEvent bool) []fence.St
 		t.Fatal("choreography hung")
 	}
 	if gpuWait {
-		got, err := array.ToSlice[float32](bounded(t, 5*time.Second), out)
+		got, err := array.ToSlice[float32](testenv.Ctx(t, 5*time.Second), out)
 		if err != nil || (out.Buffer().Bytes() != nil && got[7] != 2) {
 			t.Fatalf("%s output: %v %v", shape, got, err)
 		}
@@ -242,7 +233,7 @@ func TestR4OneOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Release()
-	vals, err := array.ToSlice[float32](bounded(t, 5*time.Second), after)
+	vals, err := array.ToSlice[float32](testenv.Ctx(t, 5*time.Second), after)
 	if err != nil || (visible && vals[0] != 1) {
 		t.Fatalf("after update: %v %v", vals, err)
 	}
@@ -269,7 +260,7 @@ func TestR4DroppedHandleIsReleased(t *testing.T) {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := array.ToSlice[float32](bounded(t, time.Second), out); !errors.Is(err, fence.ErrDropped) {
+	if _, err := array.ToSlice[float32](testenv.Ctx(t, time.Second), out); !errors.Is(err, fence.ErrDropped) {
 		t.Fatalf("dropped fence: output error %v, want ErrDropped", err)
 	}
 }
@@ -314,7 +305,7 @@ func TestR5R6ReleaseIsStickyAndMonotonic(t *testing.T) {
 		t.Fatalf("cpu word after release = %#x", got)
 	}
 	unblock()
-	if err := ev.Wait(bounded(t, 5*time.Second)); err != nil {
+	if err := ev.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatalf("GPU wait(2) after release did not return: %v", err)
 	}
 	if got := cw.Load(); got != gpu.StopValue {
@@ -332,7 +323,7 @@ func TestR5R6ReleaseIsStickyAndMonotonic(t *testing.T) {
 	if err := f.Update(); !errors.Is(err, fence.ErrReleased) {
 		t.Fatalf("update after release: %v", err)
 	}
-	if err := f.Wait(bounded(t, time.Second)); !errors.Is(err, fence.ErrReleased) {
+	if err := f.Wait(testenv.Ctx(t, time.Second)); !errors.Is(err, fence.ErrReleased) {
 		t.Fatalf("wait after release: %v", err)
 	}
 }
@@ -366,7 +357,7 @@ func TestR9WordsNotReusedWhileQueued(t *testing.T) {
 		g.Release()
 	}
 	unblock()
-	if err := ev.Wait(bounded(t, 5*time.Second)); err != nil {
+	if err := ev.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	// Once the command completed, the words go back to the pool.
@@ -417,11 +408,11 @@ func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, err := array.ToSlice[int32](bounded(t, 5*time.Second), next)
+	vals, err := array.ToSlice[int32](testenv.Ctx(t, 5*time.Second), next)
 	if err != nil || vals[1] != 7 {
 		t.Fatalf("GPU queue stuck behind an abandoned fence: %v %v", vals, err)
 	}
-	_, err = array.ToSlice[float32](bounded(t, time.Second), out)
+	_, err = array.ToSlice[float32](testenv.Ctx(t, time.Second), out)
 	if !errors.Is(err, fence.ErrTimeout) || !errors.Is(err, fence.ErrReleased) || !errors.Is(err, array.ErrFailed) {
 		t.Fatalf("guarded output: %v, want ErrFailed+ErrReleased+ErrTimeout", err)
 	}
@@ -439,7 +430,7 @@ func TestNormalReleaseBeforeUpdateFailsOutput(t *testing.T) {
 	f, _ := testenv.Fences(t, r.rt).New(r.dev)
 	out := guarded(t, r, f)
 	f.Release() // the comm side never updated: the output must not look valid
-	if _, err := array.ToSlice[float32](bounded(t, 5*time.Second), out); !errors.Is(err, fence.ErrReleased) {
+	if _, err := array.ToSlice[float32](testenv.Ctx(t, 5*time.Second), out); !errors.Is(err, fence.ErrReleased) {
 		t.Fatalf("output of a fence released before its update: %v", err)
 	}
 }
@@ -457,10 +448,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := f.WaitGPU(nil, nil); !errors.Is(err, gpu.ErrBadArgument) {
 		t.Fatalf("nil stream: %v", err)
 	}
-	other, err := streams.NewGPU(r.rt, r.dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := testenv.Stream(t, r.rt, r.dev)
 	unblock := blocker(t, &rig{rt: r.rt, dev: r.dev, s: other})
 	x, _ := array.Full(other, []int{1}, array.Float32, 1)
 	if err := f.UpdateGPU(r.s, x); !errors.Is(err, fence.ErrCrossStream) {
@@ -475,10 +463,7 @@ func TestCloseWithWorkInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Stream(t, rt, dev)
 	f, _ := testenv.Fences(t, rt).New(dev)
 	out, _ := array.New(s, []int{4}, array.Float32)
 	ev, _ := f.WaitGPU(s, out)
@@ -508,7 +493,7 @@ func TestCloseWithWorkInFlight(t *testing.T) {
 			t.Fatalf("task %s never finished", name)
 		}
 	}
-	if _, err := array.ToSlice[float32](bounded(t, time.Second), out); err == nil {
+	if _, err := array.ToSlice[float32](testenv.Ctx(t, time.Second), out); err == nil {
 		t.Fatal("guarded output readable after close")
 	}
 	if _, err := testenv.Fences(t, rt).New(dev); !errors.Is(err, fence.ErrClosed) {

@@ -15,15 +15,13 @@ import (
 func BenchmarkGPUStreamCommands(b *testing.B) {
 	dev := testenv.Device(b)
 	rt := testenv.Runtime(b)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := testenv.Stream(b, rt, dev)
 	buf, _ := dev.Alloc(4, gpu.DeviceMem)
 	cmd := []gpu.Command{gpu.Fill{Dst: buf, DType: gpu.Int32, N: 1, Value: gpu.Int(1)}}
 	b.ResetTimer()
 	start := time.Now()
 	var ev streams.Event
+	var err error
 	for range b.N {
 		if ev, err = s.Enqueue(cmd, nil); err != nil {
 			b.Fatal(err)

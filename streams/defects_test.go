@@ -19,10 +19,7 @@ import (
 func TestFailedCommandFailsOnlyItsCaller(t *testing.T) {
 	dev := testenv.Device(t)
 	rt := testenv.Runtime(t)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Stream(t, rt, dev)
 	hold, err := dev.NewFenceWord()
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +72,7 @@ func TestFailedCommandFailsOnlyItsCaller(t *testing.T) {
 func TestPanickingDoneCallback(t *testing.T) {
 	dev := testenv.Device(t)
 	rt := testenv.Runtime(t)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Stream(t, rt, dev)
 	if _, err := s.Enqueue(nil, func(error) { panic("x") }); err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +89,10 @@ func TestPanickingDoneCallback(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream stopped after a panicking callback")
 	}
-	if err := ev.Wait(bounded(t, 5*time.Second)); err != nil {
+	if err := ev.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(bounded(t, 5*time.Second)); err != nil && !errors.Is(err, streams.ErrClosed) {
+	if err := s.Close(testenv.Ctx(t, 5*time.Second)); err != nil && !errors.Is(err, streams.ErrClosed) {
 		t.Fatal(err)
 	}
 }

@@ -23,23 +23,10 @@ import (
 // queue that records it.
 func kitStream(t *testing.T) (*choreotest.Recorder, *streams.GPU, *choreotest.Queue) {
 	t.Helper()
-	rec, err := choreotest.Open(testenv.Backend())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rec.Close() })
+	rec := testenv.Recorder(t, testenv.Backend())
 	rt := testenv.Runtime(t)
-	s, q, err := rec.NewStream(rt, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, q := testenv.RecordedStream(t, rec, rt, "s")
 	return rec, s, q
-}
-
-func kitCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // TestKitGPUStreamCommands: the array ops reach the device as one unit per
@@ -47,7 +34,7 @@ func kitCtx(t *testing.T) context.Context {
 // staged by a copy on the same stream.
 func TestKitGPUStreamCommands(t *testing.T) {
 	rec, s, q := kitStream(t)
-	ctx := kitCtx(t)
+	ctx := testenv.Ctx(t, 10*time.Second)
 	a, err := array.Full(s, []int{4}, array.Float32, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +80,7 @@ func TestKitGPUStreamCommands(t *testing.T) {
 func TestKitGPUStreamUnitFailsAlone(t *testing.T) {
 	testenv.NeedsRunTimeFailure(t)
 	rec, s, q := kitStream(t)
-	ctx := kitCtx(t)
+	ctx := testenv.Ctx(t, 10*time.Second)
 	gone, err := rec.Alloc(16, gpu.DeviceMem)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +128,7 @@ func TestKitGPUStreamUnitFailsAlone(t *testing.T) {
 // waits among them hold nothing back once their word is reached.
 func TestKitGPUStreamEnqueueOrder(t *testing.T) {
 	rec, s, q := kitStream(t)
-	ctx := kitCtx(t)
+	ctx := testenv.Ctx(t, 10*time.Second)
 	const callers, calls = 4, 50
 	w, err := rec.NewFenceWord()
 	if err != nil {
@@ -213,7 +200,7 @@ func choreotestSteps(cmds []gpu.Command) []string {
 // task's error reaching its Done; a Watch counts the tasks.
 func TestKitCommStreamTasks(t *testing.T) {
 	rt := testenv.Runtime(t)
-	ctx := kitCtx(t)
+	ctx := testenv.Ctx(t, 10*time.Second)
 	c, err := streams.NewComm(rt, "kit")
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +270,7 @@ func (f *filler) Receive(c actor.Context) {
 // replies (a probe) and by what reached the device (the recorder).
 func TestKitUserActorDrivesStream(t *testing.T) {
 	_, s, q := kitStream(t)
-	ctx := kitCtx(t)
+	ctx := testenv.Ctx(t, 10*time.Second)
 	out, err := array.New(s, []int{3}, array.Float32)
 	if err != nil {
 		t.Fatal(err)

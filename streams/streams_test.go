@@ -13,21 +13,12 @@ import (
 	"github.com/choreo-gpu/choreo/streams"
 )
 
-func bounded(t testing.TB, d time.Duration) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return c
-}
-
 // TestR12GPUOrderPerSender: commands from many concurrent senders complete
 // in the order each sender sent them, and an Event implies every earlier one.
 func TestR12GPUOrderPerSender(t *testing.T) {
 	dev := testenv.Device(t)
 	rt := testenv.Runtime(t)
-	s, err := streams.NewGPU(rt, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Stream(t, rt, dev)
 	const senders, each = 8, 300
 	w, _ := dev.NewFenceWord()
 	var mu sync.Mutex
@@ -63,7 +54,7 @@ func TestR12GPUOrderPerSender(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range senders {
-		if err := events[i][each-1].Wait(bounded(t, 10*time.Second)); err != nil {
+		if err := events[i][each-1].Wait(testenv.Ctx(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		for k, ev := range events[i] {
@@ -176,7 +167,7 @@ func TestBadInputAndClosed(t *testing.T) {
 	if err := testenv.DefaultComm(t, rt).Submit(streams.Task{Name: "nil"}); err == nil {
 		t.Fatal("nil Run accepted")
 	}
-	if err := s.Close(bounded(t, 5*time.Second)); err != nil {
+	if err := s.Close(testenv.Ctx(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	buf, _ := dev.Alloc(4, gpu.HostMem)

@@ -2,13 +2,18 @@
 // by the CHOREO_BACKEND environment variable ("sim" by default; "sim-staged"
 // for a sim whose device memory the CPU cannot see, as on a discrete GPU;
 // "cuda" on a machine with an NVIDIA GPU), so the whole suite runs against
-// any backend.
+// any backend, and the set-up the test packages share: bounded contexts,
+// GPU streams, fence managers, choreotest Recorders. It imports streams,
+// fence and choreotest (hence collectives), so only external test packages
+// (package x_test) of those can use it.
 package testenv
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 
@@ -59,6 +64,23 @@ func Runtime(t testing.TB, opts ...actors.Option) *actors.Runtime {
 		}
 	})
 	return rt
+}
+
+// Ctx returns a context that ends after d or when the test ends.
+func Ctx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Stream starts a GPU stream on dev under rt; a failure fails the test.
+func Stream(t testing.TB, rt *actors.Runtime, dev gpu.Device) *streams.GPU {
+	t.Helper()
+	s, err := streams.NewGPU(rt, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // Fences is rt's fence manager; a failure to get it fails the test.
