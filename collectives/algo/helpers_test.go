@@ -2,7 +2,6 @@ package algo_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -90,23 +89,10 @@ func gen(dt gpu.DType, op reduce.Op, count, r int, seed uint64) []byte {
 			}
 			dt.SetFloat(buf, i, v)
 		} else {
-			setI(dt, buf, i, rng.Uint64())
+			dt.SetInt(buf, i, int64(rng.Uint64()))
 		}
 	}
 	return buf
-}
-
-func setI(dt gpu.DType, b []byte, i int, v uint64) {
-	switch dt.Size() {
-	case 1:
-		b[i] = byte(v)
-	case 2:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
-	case 4:
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
-	case 8:
-		binary.LittleEndian.PutUint64(b[8*i:], v)
-	}
 }
 
 // ref is an expected result: exact integer elements, or float64 values.
@@ -116,7 +102,7 @@ type ref struct {
 }
 
 // reference reduces inputs elementwise: floats in float64, integers exactly
-// with two's-complement wrap (computed in 64 bits, truncated by setI).
+// with two's-complement wrap (computed in 64 bits, truncated by SetInt).
 func reference(dt gpu.DType, op reduce.Op, inputs [][]byte, count int) ref {
 	out := ref{ints: make([]byte, count*dt.Size()), floats: make([]float64, count)}
 	for i := 0; i < count; i++ {
@@ -152,7 +138,7 @@ func reference(dt gpu.DType, op reduce.Op, inputs [][]byte, count int) ref {
 				acc = max(acc, v)
 			}
 		}
-		setI(dt, out.ints, i, uint64(acc))
+		dt.SetInt(out.ints, i, acc)
 	}
 	return out
 }

@@ -19,37 +19,12 @@ import (
 var testLengths = []int{0, 1, 7, 8, 15, 16, 17, 1023, 1024 + 13}
 
 // getI reads element i of b (integer dtype dt) as an exact big.Int.
-func getI(dt gpu.DType, b []byte, i int) *big.Int {
-	switch dt {
-	case gpu.Int8:
-		return big.NewInt(int64(int8(b[i])))
-	case gpu.Uint8:
-		return big.NewInt(int64(b[i]))
-	case gpu.Int16:
-		return big.NewInt(int64(int16(binary.LittleEndian.Uint16(b[2*i:]))))
-	case gpu.Int32:
-		return big.NewInt(int64(int32(binary.LittleEndian.Uint32(b[4*i:]))))
-	case gpu.Int64:
-		return big.NewInt(int64(binary.LittleEndian.Uint64(b[8*i:])))
-	}
-	panic("getI: " + dt.String())
-}
+func getI(dt gpu.DType, b []byte, i int) *big.Int { return big.NewInt(dt.Int(b, i)) }
 
 // putI stores v modulo 2^bits (two's complement wrap) as element i of b.
 func putI(dt gpu.DType, b []byte, i int, v *big.Int) {
-	bits := uint(8 * dt.Size())
-	m := new(big.Int).Lsh(big.NewInt(1), bits)
-	w := new(big.Int).Mod(v, m).Uint64() // in [0, 2^bits)
-	switch dt.Size() {
-	case 1:
-		b[i] = byte(w)
-	case 2:
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(w))
-	case 4:
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(w))
-	case 8:
-		binary.LittleEndian.PutUint64(b[8*i:], w)
-	}
+	m := new(big.Int).Lsh(big.NewInt(1), uint(8*dt.Size()))
+	dt.SetInt(b, i, int64(new(big.Int).Mod(v, m).Uint64())) // in [0, 2^bits): its low bits
 }
 
 // refF applies op to a and b in float64 with the package's NaN rule, then
