@@ -1,0 +1,202 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/internal/errs"
+	"github.com/choreo-gpu/choreo/wire"
+)
+
+// Name is the well-known name of a rank's Node on its runtime's remote: a
+// peer reaches rank r's Node at actor.NewPID(r's control address, Name).
+const Name = "choreo-node"
+
+// helloEvery is how often a rank repeats its hello until rank 0 answers
+// with the roster: the first may arrive before rank 0's Node exists.
+const helloEvery = 300 * time.Millisecond
+
+// Spec is what a rank brings to the rendezvous.
+type Spec struct {
+	Rank, Size int
+	// Run names the run; rank 0 refuses ranks of another run.
+	Run string
+	// Coordinator is rank 0's control-plane address.
+	Coordinator string
+	// Data is this rank's data-plane listener address.
+	Data string
+	// Backend names this rank's GPU backend, for messages.
+	Backend string
+}
+
+// Node is a rank's control-plane actor, spawned under Name on its
+// runtime's remote: it runs the rendezvous (hosting it on rank 0) and then
+// watches the peers. A Node serves one group; Close stops it, after which
+// the runtime may Start another.
+type Node struct {
+	rt      *actors.Runtime
+	pid     *actor.PID
+	spec    Spec
+	control string
+
+	final    chan result                // the roster or a refusal, once
+	progress atomic.Pointer[wire.Roster] // rank 0's latest partial roster
+	missingQ chan chan []int            // asks rank 0's actor who is missing
+
+	closeOnce sync.Once
+}
+
+// result is how the rendezvous ended for this rank.
+type result struct {
+	roster Roster
+	err    error
+}
+
+// Start spawns this rank's Node on rt, whose remoting must be started.
+func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
+	if rt == nil || rt.Remote() == nil {
+		return nil, fmt.Errorf("cluster: start: %w: the runtime's remoting is not started", errs.ErrBadArgument)
+	}
+	if spec.Size < 1 || spec.Rank < 0 || spec.Rank >= spec.Size {
+		return nil, fmt.Errorf("cluster: start: %w: rank %d of %d", errs.ErrBadArgument, spec.Rank, spec.Size)
+	}
+	n := &Node{rt: rt, spec: spec, control: rt.Remote().Address(),
+		final: make(chan result, 1), missingQ: make(chan chan []int, 1)}
+	a := &nodeActor{n: n, log: rt.Logger().Named("cluster")}
+	if spec.Rank == 0 {
+		a.gather = newGather(spec.Size, spec.Run)
+	}
+	pid, err := rt.ActorSystem().Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), Name)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start rank %d: %w (a runtime serves one joined group at a time)", spec.Rank, err)
+	}
+	n.pid = pid
+	return n, nil
+}
+
+// Control is this rank's control-plane address.
+func (n *Node) Control() string { return n.control }
+
+// hello is this rank's Hello.
+func (n *Node) hello() *wire.Hello {
+	host, _ := os.Hostname()
+	return &wire.Hello{Rank: uint32(n.spec.Rank), Size: uint32(n.spec.Size), ControlAddr: n.control,
+		DataAddr: n.spec.Data, Host: host, Pid: int32(os.Getpid()), Run: n.spec.Run,
+		Backend: n.spec.Backend, Version: Version}
+}
+
+// Rendezvous meets the other ranks and returns the roster, or fails when
+// ctx ends (naming the ranks still missing, as far as this rank knows) or
+// rank 0 refuses this rank (ErrMismatch: another world size, run or
+// version, or a rank taken twice).
+func (n *Node) Rendezvous(ctx context.Context) (Roster, error) {
+	root := n.rt.ActorSystem().Root
+	if n.spec.Rank == 0 {
+		root.Send(n.pid, n.hello())
+		return n.await(ctx, nil)
+	}
+	if err := reachable(ctx, n.spec.Coordinator); err != nil {
+		return Roster{}, fmt.Errorf("cluster: rank %d: rendezvous: rank 0's control plane at %s not reachable: %w",
+			n.spec.Rank, n.spec.Coordinator, err)
+	}
+	coord := actor.NewPID(n.spec.Coordinator, Name)
+	h := n.hello()
+	return n.await(ctx, func() { root.Send(coord, h) })
+}
+
+// await waits for the roster, calling again (if set) every helloEvery.
+func (n *Node) await(ctx context.Context, again func()) (Roster, error) {
+	tick := time.NewTicker(helloEvery)
+	defer tick.Stop()
+	for {
+		if again != nil {
+			again()
+		}
+		select {
+		case r := <-n.final:
+			n.final <- r // later calls see it too
+			if r.err != nil {
+				return Roster{}, fmt.Errorf("cluster: rank %d: rendezvous: %w", n.spec.Rank, r.err)
+			}
+			return r.roster, nil
+		case <-ctx.Done():
+			return Roster{}, n.timedOut(ctx)
+		case <-tick.C:
+		}
+	}
+}
+
+// timedOut is the error of a rendezvous whose ctx ended, naming the ranks
+// missing as far as this rank knows.
+func (n *Node) timedOut(ctx context.Context) error {
+	cause := ctx.Err()
+	if errors.Is(cause, context.DeadlineExceeded) {
+		cause = fmt.Errorf("%w: %w", errs.ErrTimeout, cause)
+	}
+	if n.spec.Rank == 0 {
+		q := make(chan []int, 1)
+		select {
+		case n.missingQ <- q:
+			n.rt.ActorSystem().Root.Send(n.pid, askMissing{})
+			select {
+			case m := <-q:
+				return fmt.Errorf("cluster: rank 0: rendezvous: ranks %v never joined: %w", m, cause)
+			case <-time.After(time.Second):
+			}
+		default:
+		}
+		return fmt.Errorf("cluster: rank 0: rendezvous: %w", cause)
+	}
+	if p := n.progress.Load(); p != nil {
+		return fmt.Errorf("cluster: rank %d: rendezvous: rank 0 at %s was still waiting for ranks %v: %w",
+			n.spec.Rank, n.spec.Coordinator, missing(ranksOf(p), n.spec.Size), cause)
+	}
+	return fmt.Errorf("cluster: rank %d: rendezvous: no answer from rank 0 at %s: %w", n.spec.Rank, n.spec.Coordinator, cause)
+}
+
+// reachable waits until addr accepts TCP connections or ctx ends: a hello
+// sent to a remote that does not listen yet would cost protoactor's
+// connect retries.
+func reachable(ctx context.Context, addr string) error {
+	var d net.Dialer
+	for {
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		c, err := d.DialContext(dctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Watch makes the Node watch every peer of roster: when a peer's Node or
+// its whole endpoint goes away, onLost is called once for that rank (on the
+// Node's goroutine; it must not block) with the cause.
+func (n *Node) Watch(roster Roster, onLost func(rank int, cause error)) {
+	n.rt.ActorSystem().Root.Send(n.pid, watchPeers{roster: roster, onLost: onLost})
+}
+
+// Close tells the watched peers this rank leaves (reason says why) and
+// stops the Node, within a bounded time.
+func (n *Node) Close(reason string) {
+	n.closeOnce.Do(func() {
+		root := n.rt.ActorSystem().Root
+		root.Send(n.pid, leave{reason: reason})
+		_ = root.PoisonFuture(n.pid).Wait()
+	})
+}
