@@ -48,9 +48,9 @@ type Node struct {
 	spec    Spec
 	control string
 
-	final    chan result                // the roster or a refusal, once
+	final    chan result                 // the roster or a refusal, once
 	progress atomic.Pointer[wire.Roster] // rank 0's latest partial roster
-	missingQ chan chan []int            // asks rank 0's actor who is missing
+	missingQ chan chan []int             // asks rank 0's actor who is missing
 
 	closeOnce sync.Once
 }
