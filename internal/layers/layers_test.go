@@ -26,6 +26,7 @@ var layer = map[string]int{
 	"array":              7,
 	"collectives/reduce": 8, "collectives/transport": 8,
 	"collectives/algo": 9, "collectives/transport/transporttest": 9, "collectives/transport/tcp": 9,
+	"collectives/cluster": 9,
 	"collectives": 10,
 	"choreotest":  11, "internal/testenv": 11,
 }
