@@ -27,8 +27,8 @@ var layer = map[string]int{
 	"collectives/reduce": 8, "collectives/transport": 8,
 	"collectives/algo": 9, "collectives/transport/transporttest": 9, "collectives/transport/tcp": 9,
 	"collectives/cluster": 9,
-	"collectives": 10,
-	"choreotest":  11, "internal/testenv": 11,
+	"collectives":         10,
+	"choreotest":          11, "internal/testenv": 11,
 }
 
 // place is a package's layer; every cmd/ program is on top.
