@@ -14,6 +14,7 @@ type config struct {
 	closeTimeout time.Duration
 	signals      []os.Signal
 	onSignal     func(os.Signal)
+	remote       *RemoteConfig // WithRemote
 }
 
 // Option configures a Runtime.

@@ -1,0 +1,391 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/asynkron/protoactor-go/remote"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/choreo-gpu/choreo/internal/errs"
+)
+
+// ErrBadArgument: a call had an invalid argument (a bad RemoteConfig, a
+// second StartRemote).
+var ErrBadArgument = errs.ErrBadArgument
+
+// Defaults and fixed settings of remoting.
+const (
+	defaultMaxMessage = 16 << 20
+	defaultBatchSize  = 64
+	defaultKeepalive  = time.Second
+	// minSecret is the shortest shared secret accepted (128 bits).
+	minSecret = 16
+	// clientMinKeepalive is the shortest client ping interval grpc-go
+	// accepts; it raises shorter ones to this.
+	clientMinKeepalive = 10 * time.Second
+	// connectAttempts is protoactor's MaxRetryCount: its endpoint writer
+	// sleeps 2 s after every failed connect, the last one too, and leaks
+	// the connection of every attempt but the last, so one attempt reports
+	// an unreachable peer in 2 s and leaks nothing.
+	connectAttempts = 1
+	// writerQueue is the initial size of each peer's send queue; protoactor
+	// allocates it up front (1,000,000 slots by default) and grows it.
+	writerQueue = 1024
+	// closeWait bounds how long Close waits for the streams and connections
+	// to end on their own before it cuts them.
+	closeWait = 2 * time.Second
+)
+
+// RemoteConfig configures the runtime's protoactor remoting, the control plane.
+//
+// The zero values of MaxMessage, BatchSize and Keepalive take the defaults.
+// Addr's host must name an interface peers can reach when Advertise is
+// empty: a wildcard host ("", "0.0.0.0", "::") needs Advertise.
+type RemoteConfig struct {
+	Addr       string        // listen "host:port"; port 0 picks a free one
+	Advertise  string        // optional "host:port" peers use to reach this runtime; default: Addr's host with the bound port (port 0 here also means the bound port)
+	Secret     []byte        // at least 16 bytes, shared by the group; every remoting stream proves it
+	MaxMessage int           // largest gRPC message sent or received, default 16 MiB
+	BatchSize  int           // protoactor endpoint-writer batch size, default 64 (so BatchSize x the largest control message stays under MaxMessage)
+	Keepalive  time.Duration // gRPC keepalive ping interval on both sides, default 1s (silent peers detected within ~2x); grpc-go raises the dialing side's interval to at least 10 s
+}
+
+// WithRemote makes NewRuntime start remoting (see StartRemote) before it
+// spawns any service, so every actor's PID carries the advertised address.
+// NewRuntime fails with StartRemote's error.
+func WithRemote(cfg RemoteConfig) Option {
+	return func(c *config) {
+		c.remote = &cfg
+	}
+}
+
+// Remote is a runtime's protoactor remoting: a gRPC server on the listen
+// address, and a connection to each peer it sends to. Every stream in both
+// directions proves the group's secret (R21; see remote_auth.go). A Remote
+// lives as long as its runtime: Close shuts it down, bounded, after the
+// runtime's services; a message sent to a peer after that is dropped as a
+// dead letter (protoactor's writer tries once more, refused, and sleeps
+// 2 s first).
+//
+// One remoting runtime per process: protoactor's start sets grpc-go's
+// process-wide logger, unsynchronised, so a second one in a process races
+// with the first one's gRPC goroutines (the race detector reports it). A
+// cluster runs one rank per process; in-process ranks need no remoting.
+type Remote struct {
+	rt    *Runtime
+	pr    *remote.Remote
+	g     *guard
+	addr  string
+	log   *zap.Logger
+	track *eventstream.Subscription // keeps connected
+
+	mu        sync.Mutex
+	closed    bool
+	connected map[string]bool                        // peers this runtime has a live writer to
+	subs      map[*eventstream.Subscription]struct{} // OnEndpointTerminated's
+}
+
+// Address is the advertised "host:port": the address in every PID of this
+// runtime, the one peers dial.
+func (r *Remote) Address() string { return r.addr }
+
+// OnEndpointTerminated calls f with the peer's address each time protoactor
+// publishes an EndpointTerminatedEvent: the connection to that peer broke
+// (it closed or died, or a keepalive went unanswered), or a connect to it
+// failed (after about 2 s). It may fire more than once for one loss. f runs
+// on the goroutine that publishes the event (one of protoactor's), so it
+// must not block. cancel stops the calls (a call already begun may still
+// finish); Close cancels every f before it tears the connections down, so
+// the runtime's own shutdown is not reported.
+func (r *Remote) OnEndpointTerminated(f func(addr string)) (cancel func()) {
+	if f == nil {
+		return func() {}
+	}
+	var off atomic.Bool
+	es := r.rt.sys.EventStream
+	sub := es.SubscribeWithPredicate(func(ev any) {
+		if !off.Load() {
+			f(ev.(*remote.EndpointTerminatedEvent).Address)
+		}
+	}, isTerminated)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		es.Unsubscribe(sub)
+		return func() {}
+	}
+	r.subs[sub] = struct{}{}
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			off.Store(true)
+			r.mu.Lock()
+			delete(r.subs, sub)
+			r.mu.Unlock()
+			es.Unsubscribe(sub)
+		})
+	}
+}
+
+func isTerminated(ev any) bool {
+	_, ok := ev.(*remote.EndpointTerminatedEvent)
+	return ok
+}
+
+// Remote is the runtime's remoting, nil when it was not started.
+func (rt *Runtime) Remote() *Remote {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.rem
+}
+
+// StartRemote starts remoting on a runtime that has none: it listens on
+// cfg.Addr and sets the actor system's address to the advertised one.
+// Start it before spawning actors peers must reach (WithRemote does):
+// PIDs made earlier keep the local address. A second call, or a bad cfg,
+// fails with ErrBadArgument; a closed runtime with ErrClosed; a listen
+// failure with the listener's error.
+func (rt *Runtime) StartRemote(cfg RemoteConfig) (*Remote, error) {
+	rt.remMu.Lock() // held across the start: one Remote per runtime
+	defer rt.remMu.Unlock()
+	if rt.Closed() {
+		return nil, fmt.Errorf("actors: remote: %w", ErrClosed)
+	}
+	if cur := rt.Remote(); cur != nil {
+		return nil, fmt.Errorf("actors: remote: already started at %s: %w", cur.addr, ErrBadArgument)
+	}
+	r, err := startRemote(rt, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	if rt.closing { // Close began meanwhile and did not see r
+		rt.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.closeTimeout)
+		defer cancel()
+		_ = r.close(ctx)
+		return nil, fmt.Errorf("actors: remote: %w", ErrClosed)
+	}
+	rt.rem = r
+	rt.mu.Unlock()
+	return r, nil
+}
+
+// startRemote checks cfg, listens and starts protoactor's remoting.
+func startRemote(rt *Runtime, cfg RemoteConfig) (*Remote, error) {
+	cfg, host, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	// protoactor's Start panics when it cannot listen: try first, then
+	// hand it the bound port (a port taken in between is recovered below).
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("actors: remote: listen %s: %w", cfg.Addr, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	adv, err := advertise(cfg, host, port)
+	if err != nil {
+		return nil, err
+	}
+	log := rt.log.Named("remote")
+	g := newGuard(cfg.Secret, log)
+	pcfg := remote.Configure(host, port,
+		remote.WithAdvertisedHost(adv),
+		remote.WithServerOptions(serverOptions(cfg, g)...),
+		remote.WithDialOptions(dialOptions(cfg, g)...),
+		remote.WithEndpointWriterBatchSize(cfg.BatchSize),
+		remote.WithEndpointWriterQueueSize(writerQueue),
+	)
+	pcfg.MaxRetryCount = connectAttempts
+	r := &Remote{
+		rt: rt, g: g, addr: adv, log: log,
+		connected: map[string]bool{},
+		subs:      map[*eventstream.Subscription]struct{}{},
+	}
+	r.track = rt.sys.EventStream.Subscribe(r.keep)
+	r.pr = remote.NewRemote(rt.sys, pcfg)
+	if err := start(r.pr); err != nil {
+		rt.sys.EventStream.Unsubscribe(r.track)
+		g.close()
+		return nil, fmt.Errorf("actors: remote: start on %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
+	}
+	log.Info("remoting started", zap.String("address", adv), zap.Int("max_message", cfg.MaxMessage),
+		zap.Int("batch", cfg.BatchSize), zap.Duration("keepalive", cfg.Keepalive))
+	return r, nil
+}
+
+// start runs protoactor's Start, which panics where it should return an
+// error (listen, endpoint manager start).
+func start(pr *remote.Remote) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	pr.Start()
+	return nil
+}
+
+// keep follows which peers have a live endpoint writer, so Close can stop
+// them.
+func (r *Remote) keep(ev any) {
+	switch e := ev.(type) {
+	case *remote.EndpointConnectedEvent:
+		r.mu.Lock()
+		if !r.closed {
+			r.connected[e.Address] = true
+		}
+		r.mu.Unlock()
+	case *remote.EndpointTerminatedEvent:
+		r.mu.Lock()
+		delete(r.connected, e.Address)
+		r.mu.Unlock()
+	}
+}
+
+// close shuts remoting down, bounded by ctx and closeWait: it cancels the
+// OnEndpointTerminated callbacks, refuses new connections, stops the gRPC
+// server (peers see this runtime's endpoint terminate), stops the endpoint
+// writers the way protoactor does when a peer is lost, waits for the
+// streams and connections to end, and cuts those left. Not protoactor's
+// graceful Shutdown: that one sleeps up to 10 s and races.
+func (r *Remote) close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	subs, addrs := r.subs, r.connected
+	r.subs, r.connected = nil, nil
+	r.mu.Unlock()
+	es := r.rt.sys.EventStream
+	for s := range subs {
+		es.Unsubscribe(s)
+	}
+	r.g.close()
+	r.pr.Shutdown(false)
+	for a := range addrs {
+		es.Publish(&remote.EndpointTerminatedEvent{Address: a})
+	}
+	es.Unsubscribe(r.track)
+	ctx, cancel := context.WithTimeout(ctx, closeWait)
+	defer cancel()
+	err := r.g.drain(ctx)
+	r.log.Debug("remoting closed", zap.String("address", r.addr), zap.Int("peers", len(addrs)), zap.Error(err))
+	if err != nil {
+		return fmt.Errorf("actors: remote: close: %w", err)
+	}
+	return nil
+}
+
+// withDefaults fills in the defaults and checks cfg; host is Addr's host.
+func (c RemoteConfig) withDefaults() (RemoteConfig, string, error) {
+	bad := func(format string, a ...any) (RemoteConfig, string, error) {
+		return c, "", fmt.Errorf("actors: remote: "+format+": %w", append(a, ErrBadArgument)...)
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return bad("Addr %q: %v", c.Addr, err)
+	}
+	if _, err := parsePort(port); err != nil {
+		return bad("Addr %q: %v", c.Addr, err)
+	}
+	if len(c.Secret) < minSecret {
+		return bad("Secret has %d bytes, want at least %d", len(c.Secret), minSecret)
+	}
+	c.Secret = append([]byte(nil), c.Secret...)
+	if c.MaxMessage < 0 || c.BatchSize < 0 || c.Keepalive < 0 {
+		return bad("negative MaxMessage (%d), BatchSize (%d) or Keepalive (%v)", c.MaxMessage, c.BatchSize, c.Keepalive)
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = defaultMaxMessage
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = defaultBatchSize
+	}
+	if c.Keepalive == 0 {
+		c.Keepalive = defaultKeepalive
+	}
+	if c.Advertise == "" && isWildcard(host) {
+		return bad("Addr %q listens on every interface: set Advertise", c.Addr)
+	}
+	return c, host, nil
+}
+
+// advertise is the address peers dial: cfg.Advertise, or Addr's host, with
+// the bound port where the port is 0.
+func advertise(c RemoteConfig, host string, port int) (string, error) {
+	if c.Advertise == "" {
+		return net.JoinHostPort(host, strconv.Itoa(port)), nil
+	}
+	h, p, err := net.SplitHostPort(c.Advertise)
+	if err == nil && h == "" {
+		err = fmt.Errorf("no host")
+	}
+	var n int
+	if err == nil {
+		n, err = parsePort(p)
+	}
+	if err != nil {
+		return "", fmt.Errorf("actors: remote: Advertise %q: %v: %w", c.Advertise, err, ErrBadArgument)
+	}
+	if n == 0 {
+		n = port
+	}
+	return net.JoinHostPort(h, strconv.Itoa(n)), nil
+}
+
+func parsePort(p string) (int, error) {
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return 0, fmt.Errorf("bad port %q", p)
+	}
+	return n, nil
+}
+
+func isWildcard(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
+}
+
+// serverOptions: message limits, keepalive (ping idle clients every
+// Keepalive, drop one that does not answer within Keepalive; accept client
+// pings that often), and the guard's interceptors.
+func serverOptions(c RemoteConfig, g *guard) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(c.MaxMessage),
+		grpc.MaxSendMsgSize(c.MaxMessage),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Keepalive, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.Keepalive, Timeout: c.Keepalive}),
+		grpc.ChainStreamInterceptor(g.serverStream),
+		grpc.ChainUnaryInterceptor(g.serverUnary),
+	}
+}
+
+// dialOptions replace protoactor's default (insecure transport only), so
+// they name the transport again, with the limits, keepalive, the guard's
+// interceptors and its dialer.
+func dialOptions(c RemoteConfig, g *guard) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(c.MaxMessage), grpc.MaxCallRecvMsgSize(c.MaxMessage)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: max(c.Keepalive, clientMinKeepalive), Timeout: c.Keepalive, PermitWithoutStream: true}),
+		grpc.WithChainStreamInterceptor(g.clientStream),
+		grpc.WithChainUnaryInterceptor(g.clientUnary),
+		grpc.WithContextDialer(g.dial),
+	}
+}
