@@ -82,25 +82,25 @@ var errHandshake = errors.New("bad handshake message")
 func (m *hsMsg) encode() []byte {
 	b := make([]byte, hsSize)
 	copy(b[0:4], hsMagic[:])
-	m.walk(&fields{b: b, off: 4})
+	m.walk(&fields{b: b})
 	return b
 }
 
-// walk puts m's fields after the magic into c or gets them from it, in
-// the order of the layout (see hsMsg).
+// walk puts m's fields after the magic into c or gets them from it, at
+// their offsets in the layout (see hsMsg).
 func (m *hsMsg) walk(c *fields) {
-	c.u16(&m.Version)
-	c.u8(&m.Kind)
-	c.u8(&m.Status)
-	c.u64(&m.Group)
-	c.u32(&m.From)
-	c.u32(&m.To)
-	c.u32(&m.Size)
-	c.u16(&m.Conn)
-	c.u16(&m.Conns)
-	c.u32(&m.MaxFrame)
-	c.u32(&m.Window)
-	c.bytes(m.Nonce[:])
+	c.u16(4, &m.Version)
+	c.u8(6, &m.Kind)
+	c.u8(7, &m.Status)
+	c.u64(8, &m.Group)
+	c.u32(16, &m.From)
+	c.u32(20, &m.To)
+	c.u32(24, &m.Size)
+	c.u16(28, &m.Conn)
+	c.u16(30, &m.Conns)
+	c.u32(32, &m.MaxFrame)
+	c.u32(36, &m.Window)
+	c.bytes(40, m.Nonce[:])
 }
 
 // decodeHS parses a handshake message. It checks the length, the magic,
@@ -113,7 +113,7 @@ func decodeHS(b []byte) (hsMsg, error) {
 	if [4]byte(b[0:4]) != hsMagic {
 		return m, fmt.Errorf("%w: not a choreo/tcp peer (magic %q)", errHandshake, b[0:4])
 	}
-	m.walk(&fields{b: b, off: 4, get: true})
+	m.walk(&fields{b: b, get: true})
 	if m.Kind < hsHello || m.Kind > hsVerdict {
 		return m, fmt.Errorf("%w: kind %d", errHandshake, m.Kind)
 	}
@@ -189,19 +189,20 @@ func (f *frame) bytes() []byte {
 	return b
 }
 
-// walk puts f into c or gets it from c, in the order of the layout (see
-// frame); putting writes the reserved bytes as zeros, getting skips them.
+// walk puts f into c or gets it from c, at the offsets of the layout (see
+// frame); putting writes the reserved bytes as zeros, getting leaves them
+// to decodeFrame's check.
 func (f *frame) walk(c *fields) {
-	c.u8(&f.Type)
-	c.u8(&f.Flags)
-	c.reserved(2)
-	c.u32(&f.Len)
-	c.u64(&f.Group)
-	c.u64(&f.Seq)
-	c.u32(&f.Step)
-	c.u32(&f.Origin)
-	c.u64(&f.ID)
-	c.u64(&f.Size)
+	c.u8(0, &f.Type)
+	c.u8(1, &f.Flags)
+	c.reserved(2, 2)
+	c.u32(4, &f.Len)
+	c.u64(8, &f.Group)
+	c.u64(16, &f.Seq)
+	c.u32(24, &f.Step)
+	c.u32(28, &f.Origin)
+	c.u64(32, &f.ID)
+	c.u64(40, &f.Size)
 }
 
 // decodeFrame parses and checks a frame header: a known type, reserved
@@ -246,65 +247,58 @@ func decodeFrame(b []byte, maxFrame int) (frame, error) {
 	return f, nil
 }
 
-// fields walks a fixed big-endian layout one field at a time, putting each
-// field into b at off or, with get, getting it from there. A message's walk
-// method names its fields once, in wire order, for both directions.
+// fields puts the fields of a fixed big-endian layout into b, each at its
+// offset, or, with get, gets them from b. A message's walk method names its
+// fields once, with their offsets, for both directions.
 type fields struct {
 	b   []byte
-	off int
 	get bool
 }
 
-func (c *fields) u8(v *uint8) {
+func (c *fields) u8(off int, v *uint8) {
 	if c.get {
-		*v = c.b[c.off]
+		*v = c.b[off]
 	} else {
-		c.b[c.off] = *v
+		c.b[off] = *v
 	}
-	c.off++
 }
 
-func (c *fields) u16(v *uint16) {
+func (c *fields) u16(off int, v *uint16) {
 	if c.get {
-		*v = binary.BigEndian.Uint16(c.b[c.off:])
+		*v = binary.BigEndian.Uint16(c.b[off:])
 	} else {
-		binary.BigEndian.PutUint16(c.b[c.off:], *v)
+		binary.BigEndian.PutUint16(c.b[off:], *v)
 	}
-	c.off += 2
 }
 
-func (c *fields) u32(v *uint32) {
+func (c *fields) u32(off int, v *uint32) {
 	if c.get {
-		*v = binary.BigEndian.Uint32(c.b[c.off:])
+		*v = binary.BigEndian.Uint32(c.b[off:])
 	} else {
-		binary.BigEndian.PutUint32(c.b[c.off:], *v)
+		binary.BigEndian.PutUint32(c.b[off:], *v)
 	}
-	c.off += 4
 }
 
-func (c *fields) u64(v *uint64) {
+func (c *fields) u64(off int, v *uint64) {
 	if c.get {
-		*v = binary.BigEndian.Uint64(c.b[c.off:])
+		*v = binary.BigEndian.Uint64(c.b[off:])
 	} else {
-		binary.BigEndian.PutUint64(c.b[c.off:], *v)
+		binary.BigEndian.PutUint64(c.b[off:], *v)
 	}
-	c.off += 8
 }
 
-func (c *fields) bytes(v []byte) {
+func (c *fields) bytes(off int, v []byte) {
 	if c.get {
-		copy(v, c.b[c.off:])
+		copy(v, c.b[off:])
 	} else {
-		copy(c.b[c.off:], v)
+		copy(c.b[off:], v)
 	}
-	c.off += len(v)
 }
 
-// reserved is n bytes that carry nothing: put as zeros, skipped on get (the
-// decoder checks them).
-func (c *fields) reserved(n int) {
+// reserved is n bytes at off that carry nothing: put as zeros, left alone
+// on get (the decoder checks them).
+func (c *fields) reserved(off, n int) {
 	if !c.get {
-		clear(c.b[c.off : c.off+n])
+		clear(c.b[off : off+n])
 	}
-	c.off += n
 }
