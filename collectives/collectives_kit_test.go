@@ -56,6 +56,14 @@ func (w *kitWorld) watch(t *testing.T) *choreotest.Watch {
 	return wt
 }
 
+// expectSame fails the test unless wt shows plan p on every rank.
+func (w *kitWorld) expectSame(t *testing.T, wt *choreotest.Watch, p choreotest.Plan) {
+	t.Helper()
+	if err := wt.Expect(w.ctx, choreotest.Same(len(w.ranks), p)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // allReduceAll runs a sum all-reduce of xs[r] on every rank and checks the
 // result.
 func (w *kitWorld) allReduceAll(t *testing.T, xs []*array.Array) {
@@ -105,13 +113,11 @@ func TestKitAllReduceStagedPendingInput(t *testing.T) {
 		}
 	}
 	w.allReduceAll(t, xs)
-	if err := wt.Expect(w.ctx, choreotest.Same(2, choreotest.Plan{
+	w.expectSame(t, wt, choreotest.Plan{
 		GPU:   []string{"fill", "copy-d2h+update", "wait", "copy-h2d"},
 		Tasks: 1,
 		Fence: []string{"allreduce: gpu.update(1) gpu.wait(2) cpu.wait(1) cpu.update(2)"},
-	})...); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // TestKitAllReduceHostVisibleReadyInput: where the CPU sees device memory
@@ -131,13 +137,11 @@ func TestKitAllReduceHostVisibleReadyInput(t *testing.T) {
 	}
 	wt := w.watch(t)
 	w.allReduceAll(t, xs)
-	if err := wt.Expect(w.ctx, choreotest.Same(2, choreotest.Plan{
+	w.expectSame(t, wt, choreotest.Plan{
 		GPU:   []string{"wait"},
 		Tasks: 1,
 		Fence: []string{"allreduce: gpu.wait(1) cpu.update(1)"},
-	})...); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // TestKitAllReduceHostVisiblePendingInput: where the CPU sees device memory
@@ -169,13 +173,11 @@ func TestKitAllReduceHostVisiblePendingInput(t *testing.T) {
 		open()
 	}
 	w.checkSum(t, outs)
-	if err := wt.Expect(w.ctx, choreotest.Same(2, choreotest.Plan{
+	w.expectSame(t, wt, choreotest.Plan{
 		GPU:   []string{"wait", "fill", "update", "wait"},
 		Tasks: 1,
 		Fence: []string{"allreduce: gpu.update(1) gpu.wait(2) cpu.wait(1) cpu.update(2)"},
-	})...); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // TestKitSendRecv: Send has no GPU-side wait, Recv no GPU-side update
@@ -246,9 +248,7 @@ func TestKitAllGatherPendingInput(t *testing.T) {
 	if w.staged {
 		p.GPU = []string{"wait", "fill", "copy-d2h+update", "wait", "copy-h2d"}
 	}
-	if err := wt.Expect(w.ctx, choreotest.Same(2, p)...); err != nil {
-		t.Fatal(err)
-	}
+	w.expectSame(t, wt, p)
 	got, err := array.ToSlice[float32](w.ctx, outs[1])
 	if err != nil || !slices.Equal(got, []float32{0, 0, 0, 0, 1, 1, 1, 1}) {
 		t.Fatalf("gathered %v %v", got, err)
@@ -289,7 +289,5 @@ func TestKitAllReduceShapeMismatch(t *testing.T) {
 		p.GPU = []string{"copy-d2h+update", "wait", "copy-h2d"}
 		p.Fence = []string{"allreduce: gpu.update(1) gpu.wait(2) cpu.wait(1) failed"}
 	}
-	if err := wt.Expect(w.ctx, choreotest.Same(2, p)...); err != nil {
-		t.Fatal(err)
-	}
+	w.expectSame(t, wt, p)
 }

@@ -58,15 +58,7 @@ func TestKitFenceGPUSides(t *testing.T) {
 	if err := r.f.UpdateGPU(r.s, in); err != nil {
 		t.Fatal(err)
 	}
-	out, err := array.New(r.s, []int{4}, array.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := r.f.WaitGPU(r.s, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.SetEvent(ev)
+	out := guarded(t, r.s, r.f)
 	if err := r.f.Wait(r.ctx); err != nil { // the GPU's update has landed
 		t.Fatal(err)
 	}
@@ -136,18 +128,10 @@ func TestKitFenceUpdateAfterFailedCommand(t *testing.T) {
 // with the cause (R11); the stream got the wait and nothing else.
 func TestKitFenceFailReleasesGPUWait(t *testing.T) {
 	r := newKitRig(t)
-	out, err := array.New(r.s, []int{2}, array.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := r.f.WaitGPU(r.s, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.SetEvent(ev)
+	out := guarded(t, r.s, r.f)
 	cause := errors.New("peer lost")
 	r.f.Fail(cause)
-	if err := ev.Wait(r.ctx); err != nil {
+	if err := out.Event().Wait(r.ctx); err != nil {
 		t.Fatalf("the GPU wait did not pass after Fail: %v", err)
 	}
 	if err := out.Err(); !errors.Is(err, fence.ErrReleased) || !errors.Is(err, cause) {

@@ -37,15 +37,15 @@ func newRig(t *testing.T, opts ...actors.Option) *rig {
 	return &rig{rt: rt, dev: dev, s: s}
 }
 
-// guarded returns an output that f's GPU-side wait on r.s guards: it is
+// guarded returns an output that f's GPU-side wait on s guards: it is
 // ready once the stream has passed the wait.
-func guarded(t *testing.T, r *rig, f *fence.Fence) *array.Array {
+func guarded(t *testing.T, s *streams.GPU, f *fence.Fence) *array.Array {
 	t.Helper()
-	out, err := array.New(r.s, []int{4}, array.Float32)
+	out, err := array.New(s, []int{4}, array.Float32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := f.WaitGPU(r.s, out)
+	ev, err := f.WaitGPU(s, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestR4OneOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := guarded(t, r, f)
+	out := guarded(t, r.s, f)
 	after, err := array.Scale(r.s, out, 1) // queued behind the wait
 	if err != nil {
 		t.Fatal(err)
@@ -403,7 +403,7 @@ func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := guarded(t, r, f)
+	out := guarded(t, r.s, f)
 	next, err := array.Full(r.s, []int{2}, array.Int32, 7) // the queue must go on
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 func TestNormalReleaseBeforeUpdateFailsOutput(t *testing.T) {
 	r := newRig(t)
 	f, _ := testenv.Fences(t, r.rt).New(r.dev)
-	out := guarded(t, r, f)
+	out := guarded(t, r.s, f)
 	f.Release() // the comm side never updated: the output must not look valid
 	if _, err := array.ToSlice[float32](testenv.Ctx(t, 5*time.Second), out); !errors.Is(err, fence.ErrReleased) {
 		t.Fatalf("output of a fence released before its update: %v", err)
