@@ -33,7 +33,7 @@ var layer = map[string]int{
 
 // place is a package's layer; every cmd/ program is on top.
 func place(pkg string) (int, bool) {
-	if strings.HasPrefix(pkg, "cmd/") {
+	if strings.HasPrefix(pkg, "cmd/") || pkg == "test" {
 		return 12, true
 	}
 	l, ok := layer[pkg]

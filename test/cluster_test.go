@@ -1,0 +1,90 @@
+package test
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// done matches a check's last line.
+var done = regexp.MustCompile(`CHECK done ok=(\d+) failed=(\d+) live-fences=(-?\d+)`)
+
+// TestMatrix: every op is correct on the R20 matrix across 2 and 4
+// processes, and no fence is left live.
+func TestMatrix(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			out, err := launch(t, n, "check", "matrix")
+			if err != nil {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			ends := done.FindAllStringSubmatch(out, -1)
+			if len(ends) != n {
+				t.Fatalf("%d of %d ranks finished:\n%s", len(ends), n, out)
+			}
+			for _, m := range ends {
+				if m[1] == "0" || m[2] != "0" || m[3] != "0" {
+					t.Fatalf("%s:\n%s", m[0], out)
+				}
+			}
+		})
+	}
+}
+
+// TestMismatchedShapes: ranks all-reducing different shapes fail, every
+// one of them, with ErrShapeMismatch (the check's step passes when so).
+func TestMismatchedShapes(t *testing.T) {
+	out, err := launch(t, 3, "check", "mismatch")
+	if err != nil || strings.Count(out, "CHECK mismatch ok") != 3 {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+}
+
+// TestKillMidAllReduce: a rank SIGKILLed in the middle of a 64 MiB
+// all-reduce leaves every survivor with an error matching ErrPeerLost,
+// soon, and a clean exit (its own, with the peer-lost status) with no
+// fence left live.
+func TestKillMidAllReduce(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { killMidAllReduce(t, n) })
+	}
+}
+
+func killMidAllReduce(t *testing.T, n int) {
+	c := newCluster(t, n)
+	ranks := c.startAll("check", "soak", "--size", "64MiB", "--iters", "100000", "--timeout", "60s")
+	for _, k := range ranks {
+		if _, ok := k.await(2*time.Minute, "SOAK 1"); !ok {
+			t.Fatalf("rank %d never got going:\n%s", k.r, k.text())
+		}
+	}
+	victim := ranks[n-1]
+	time.Sleep(20 * time.Millisecond) // into the next all-reduce
+	killed := time.Now()
+	if err := syscall.Kill(victim.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range ranks[:n-1] {
+		l, ok := k.await(30*time.Second, "CHECK soak/")
+		if !ok {
+			t.Fatalf("rank %d: no failure 30 s after the kill:\n%s", k.r, k.text())
+		}
+		if !strings.Contains(l.text, " FAIL ErrPeerLost ") {
+			t.Fatalf("rank %d: %s, want ErrPeerLost", k.r, l.text)
+		}
+		t.Logf("rank %d saw the peer lost %v after the kill", k.r, l.at.Sub(killed).Round(time.Millisecond))
+		if !k.exited(30 * time.Second) {
+			t.Fatalf("rank %d did not exit:\n%s", k.r, k.text())
+		}
+		m := done.FindStringSubmatch(k.text())
+		if m == nil || m[3] != "0" {
+			t.Fatalf("rank %d: fences left live or no summary:\n%s", k.r, k.text())
+		}
+		if code := k.exitCode(); code != 3 {
+			t.Fatalf("rank %d exited with %d, want 3 (a peer was lost):\n%s", k.r, code, k.text())
+		}
+	}
+}

@@ -1,0 +1,21 @@
+// Package test holds choreo's integration tests: real clusters of demo
+// processes on loopback (`demo node check ...`, started by `demo launch`
+// or by the tests themselves acting as the launcher), checked from the
+// outside:
+//   - every op correct on the R20 matrix, on 2 and 4 processes;
+//   - a rank killed with SIGKILL in the middle of a 64 MiB all-reduce
+//     leaves every survivor with ErrPeerLost, promptly, exiting by itself
+//     with no fence left live;
+//   - mismatched shapes across processes fail on every rank with
+//     ErrShapeMismatch;
+//   - strangers on the control plane (garbage bytes, a wrong secret, a
+//     rank of another run) are refused while a cluster runs, and its
+//     collectives go on unaffected.
+//
+// The frame and handshake decoders of the data plane are fuzzed in
+// collectives/transport/tcp (FuzzFrame, FuzzHandshake, FuzzInbound), run
+// for a bounded time by .ci/run.
+//
+// The tests build the demo once (with the race detector when the tests
+// run with it) and need nothing else.
+package test
