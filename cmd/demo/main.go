@@ -1,15 +1,25 @@
-// Command demo is choreo's demo and benchmark driver.
+// Command demo is choreo's demo, benchmark driver and launcher. By default
+// its ranks are processes: `demo` is `demo launch -n 4 run`, a local
+// cluster of 4 processes of this executable, each one rank (`demo node`),
+// joined over protoactor remoting (control) and TCP (data) on loopback.
 //
-//	demo                   # the training-like run: 4 in-process ranks all-reduce gradients
+//	demo                   # 4 processes all-reduce gradients (training-like loop), one summary
 //	demo run --ranks 8 --steps 200 --size 4MiB --dtype bfloat16 --backend sim
+//	demo run --inproc      # the same loop, every rank in this process (collectives.Local)
 //	demo bench             # nccl-tests style sweep of every collective, with a memcpy line
+//	demo bench --inproc
+//	demo launch -n 2 bench --ops allreduce,sendrecv
+//	demo node run          # one rank, joined from the environment (demo launch, torchrun, mpirun, srun)
 //
-// The command line is parsed with github.com/alecthomas/kong, sizes with
-// github.com/dustin/go-humanize, the progress bar is
+// The launcher leads each rank's output lines with "[rank] ", stops the
+// other ranks when one fails and names it, and leaves no rank behind on
+// Ctrl-C. The command line is parsed with github.com/alecthomas/kong, sizes
+// with github.com/dustin/go-humanize, the progress bar is
 // github.com/schollz/progressbar; all logging goes through zap.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -17,6 +27,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/choreo-gpu/choreo/collectives"
 	_ "github.com/choreo-gpu/choreo/gpu/cuda"  // "cuda" where an NVIDIA driver is found
 	_ "github.com/choreo-gpu/choreo/gpu/metal" // "metal" on macOS
 	_ "github.com/choreo-gpu/choreo/gpu/sim"   // the embedded default
@@ -24,9 +35,18 @@ import (
 
 // cli is the command line.
 type cli struct {
-	Verbose bool     `help:"Log runtime events to stderr." short:"v"`
-	Run     runCmd   `cmd:"" default:"withargs" help:"Training-like loop: fill gradients, all-reduce, scale, check (the default)."`
-	Bench   benchCmd `cmd:"" help:"Sweep every collective over sizes, nccl-tests style, with a memcpy reference."`
+	Verbose bool      `help:"Log runtime events to stderr." short:"v"`
+	Run     runCmd    `cmd:"" default:"withargs" help:"Training-like loop: fill gradients, all-reduce, scale, check (the default)."`
+	Bench   benchCmd  `cmd:"" help:"Sweep every collective over sizes, nccl-tests style, with a memcpy reference."`
+	Launch  launchCmd `cmd:"" help:"Start a local cluster: N processes of this program, one rank each, running 'demo node <subcommand>'."`
+	Node    nodeCmd   `cmd:"" help:"Be one rank of a cluster, joined from the environment (demo launch, torchrun, mpirun, srun)."`
+}
+
+// globals is what every command gets: the flags above its own and the
+// logger they chose.
+type globals struct {
+	Verbose bool
+	log     *zap.Logger
 }
 
 func main() {
@@ -34,19 +54,35 @@ func main() {
 	ctx := kong.Parse(&c, kong.Name("demo"),
 		kong.Description("choreo: GPU streams, communication streams and fences as actors; collectives as choreographies."),
 		kong.UsageOnError())
-	log := zap.NewNop()
+	g := &globals{Verbose: c.Verbose, log: zap.NewNop()}
 	if c.Verbose {
 		cfg := zap.NewDevelopmentConfig()
 		cfg.Level = zap.NewAtomicLevelAt(zapcore.InfoLevel)
+		cfg.DisableStacktrace = true // the remoting's errors at shutdown are expected; a line each is enough
 		var err error
-		if log, err = cfg.Build(); err != nil {
+		if g.log, err = cfg.Build(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo: logger:", err)
 			os.Exit(1)
 		}
 	}
-	defer func() { _ = log.Sync() }()
-	if err := ctx.Run(log); err != nil {
+	err := ctx.Run(g)
+	_ = g.log.Sync()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is the status the demo exits with after err: the launcher's
+// own, exitPeerLost when a rank failed because another was lost (so that
+// its launcher looks for the rank that failed first), else 1.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, collectives.ErrPeerLost):
+		return exitPeerLost
+	}
+	return 1
 }

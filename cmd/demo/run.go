@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/schollz/progressbar/v3"
-	"go.uber.org/zap"
 	"golang.org/x/term"
 
 	"github.com/choreo-gpu/choreo/array"
@@ -18,9 +17,9 @@ import (
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
-// runCmd is the main job: a training-like loop over in-process ranks.
-type runCmd struct {
-	Ranks   int           `help:"In-process ranks." default:"4"`
+// runFlags are the training-like loop's settings; every rank of a launch
+// gets the same (args).
+type runFlags struct {
 	Steps   int           `help:"Training steps." default:"50"`
 	Size    sizeFlag      `help:"Gradient size per rank in bytes (e.g. 1MiB)." default:"1MiB"`
 	DType   string        `name:"dtype" help:"Element type: float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8." default:"float32"`
@@ -28,116 +27,85 @@ type runCmd struct {
 	Timeout time.Duration `help:"Deadline of each collective." default:"30s"`
 }
 
-// stepValue is rank r's gradient value at step k: small integers, exact in
-// every dtype (int8 included) and when summed over ranks.
-func stepValue(r, k int) float64 { return float64((r + 1) * (k%3 + 1)) }
+// args is f as flags of `demo node run`.
+func (f *runFlags) args() []string {
+	return []string{"--steps=" + strconv.Itoa(f.Steps), "--size=" + strconv.FormatUint(uint64(f.Size), 10),
+		"--dtype=" + f.DType, "--backend=" + f.Backend, "--timeout=" + f.Timeout.String()}
+}
 
-// Run executes the loop: each rank fills its gradient on its GPU stream,
-// all-reduces it (sum), scales it by 1/ranks, and checks every element.
-func (c *runCmd) Run(log *zap.Logger) error {
-	dt, err := gpu.ParseDType(c.DType)
-	if err != nil {
+// runCmd is the main job: the training-like loop over ranks that are
+// processes (demo launch -n ranks run) or, with --inproc, in-process ranks.
+type runCmd struct {
+	Ranks  int  `help:"Ranks: processes of one rank each, or in-process ranks with --inproc." default:"4"`
+	Inproc bool `help:"Hold every rank in this process (collectives.Local) instead of launching processes."`
+	runFlags
+}
+
+// Run launches the ranks, or runs them here with --inproc.
+func (c *runCmd) Run(g *globals) error {
+	if _, _, err := c.shape(); err != nil {
 		return err
 	}
-	if c.Steps < 1 {
-		return fmt.Errorf("steps must be >= 1, got %d", c.Steps)
+	if !c.Inproc {
+		return launchNodes(g, c.Ranks, append([]string{"run"}, c.args()...), launchSpec{})
 	}
-	elems := int(c.Size) / dt.Size()
-	if elems < 1 {
-		return fmt.Errorf("size %d bytes holds no %s element", c.Size, dt)
-	}
-	w, err := newWorld(log, c.Backend, c.Ranks, c.Timeout)
+	w, err := newLocalWorld(g.log, c.Backend, c.Ranks, c.Timeout)
 	if err != nil {
 		return err
 	}
 	defer w.close()
-	fmt.Printf("choreo demo: %d ranks on %s, %d steps, %s gradients (%d x %s)\n",
-		c.Ranks, w.describe(), c.Steps, humanize.IBytes(uint64(elems*dt.Size())), elems, dt)
+	return c.loop(w)
+}
 
-	var bar *progressbar.ProgressBar
-	if c.Steps >= 20 && term.IsTerminal(int(os.Stderr.Fd())) {
-		bar = progressbar.NewOptions(c.Steps, progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetDescription("steps"), progressbar.OptionShowCount(),
-			progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
+// stepValue is rank r's gradient value at step k: small integers, exact in
+// every dtype (int8 included) and when summed over ranks.
+func stepValue(r, k int) float64 { return float64((r + 1) * (k%3 + 1)) }
+
+// shape is the gradient's dtype and element count.
+func (f *runFlags) shape() (gpu.DType, int, error) {
+	dt, err := gpu.ParseDType(f.DType)
+	if err != nil {
+		return dt, 0, err
 	}
+	if f.Steps < 1 {
+		return dt, 0, fmt.Errorf("steps must be >= 1, got %d", f.Steps)
+	}
+	elems := int(f.Size) / dt.Size()
+	if elems < 1 {
+		return dt, 0, fmt.Errorf("size %d bytes holds no %s element", f.Size, dt)
+	}
+	return dt, elems, nil
+}
+
+// tally is a held rank's checks.
+type tally struct {
+	passed, checks int64
+	first          error // the first failed check
+}
+
+// loop runs the steps on w's held ranks: each fills its gradient on its
+// GPU stream, all-reduces it (sum), scales it by 1/size, and checks every
+// element of both. The lead prints the summary: its own timings (all held
+// ranks done) and every rank's checks. A rank whose check failed returns
+// the first failure.
+func (f *runFlags) loop(w *world) error {
+	dt, elems, err := f.shape()
+	if err != nil {
+		return err
+	}
+	if w.lead() {
+		fmt.Printf("choreo demo: %s, %d steps, %s gradients (%d x %s)\n",
+			w.describe(), f.Steps, humanize.IBytes(uint64(elems*dt.Size())), elems, dt)
+	}
+	bar := f.progress(w)
+	tallies := make([]tally, len(w.groups))
 	var allreduce, scale, step []time.Duration
-	checks, passed := 0, 0
-	var firstErr error
-	for k := range c.Steps {
-		t0 := time.Now()
-		sums := make([]*array.Array, c.Ranks)
-		means := make([]*array.Array, c.Ranks)
-		var wg sync.WaitGroup
-		errs := make([]error, c.Ranks)
-		for r := range c.Ranks {
-			wg.Add(1)
-			go func() { // each rank is its own goroutine, as it would be its own process
-				defer wg.Done()
-				s, g := w.s[r], w.groups[r]
-				grad, err := array.Full(s, []int{elems}, dt, stepValue(r, k))
-				if err == nil {
-					sums[r], err = g.AllReduce(s, grad, collectives.Sum, collectives.Donate())
-				}
-				if err == nil {
-					means[r], err = array.Scale(s, sums[r], 1/float64(c.Ranks))
-				}
-				errs[r] = err
-			}()
+	for k := range f.Steps {
+		tReduce, tStep, err := f.step(w, k, dt, elems, tallies)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", k, err)
 		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return fmt.Errorf("step %d: %w", k, err)
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout+5*time.Second)
-		tReduce := time.Duration(0)
-		for r := range c.Ranks {
-			if err := sums[r].Wait(ctx); err != nil {
-				cancel()
-				return fmt.Errorf("step %d rank %d: all-reduce: %w", k, r, err)
-			}
-		}
-		tReduce = time.Since(t0)
-		for r := range c.Ranks {
-			if err := means[r].Wait(ctx); err != nil {
-				cancel()
-				return fmt.Errorf("step %d rank %d: scale: %w", k, r, err)
-			}
-		}
-		tStep := time.Since(t0)
-		// Check every element of every rank's sum and mean.
-		sum := 0.0
-		for r := range c.Ranks {
-			sum += stepValue(r, k)
-		}
-		wantMean := meanOf(dt, sum, c.Ranks)
-		for r := range c.Ranks {
-			for _, chk := range []struct {
-				a    *array.Array
-				want float64
-				what string
-			}{{sums[r], sum, "sum"}, {means[r], wantMean, "mean"}} {
-				checks++
-				vals, err := array.ToFloat64(ctx, chk.a)
-				if err == nil {
-					err = checkAll(vals, chk.want, dt)
-				}
-				if err != nil {
-					if firstErr == nil {
-						firstErr = fmt.Errorf("step %d rank %d %s: %w", k, r, chk.what, err)
-					}
-					continue
-				}
-				passed++
-			}
-			_ = sums[r].Free()
-			_ = means[r].Free()
-		}
-		cancel()
-		allreduce = append(allreduce, tReduce)
-		scale = append(scale, tStep-tReduce)
-		step = append(step, tStep)
+		allreduce, scale, step = append(allreduce, tReduce), append(scale, tStep-tReduce), append(step, tStep)
 		if bar != nil {
 			_ = bar.Add(1)
 		}
@@ -145,16 +113,108 @@ func (c *runCmd) Run(log *zap.Logger) error {
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	nbytes := float64(elems * dt.Size())
-	busFactor := 2 * float64(c.Ranks-1) / float64(c.Ranks)
-	printSummary(os.Stdout, []summaryRow{
-		{"fill+allreduce(sum)", allreduce, nbytes, busFactor},
+	return f.report(w, tallies, []summaryRow{
+		{"fill+allreduce(sum)", allreduce, float64(elems * dt.Size()), 2 * float64(w.size-1) / float64(w.size)},
 		{"scale", scale, 0, 0},
 		{"step", step, 0, 0},
 	})
-	fmt.Printf("checks passed: %d/%d\n", passed, checks)
-	if firstErr != nil {
-		return fmt.Errorf("check failed: %w", firstErr)
+}
+
+// progress is a progress bar on the lead's terminal for long runs, or nil.
+func (f *runFlags) progress(w *world) *progressbar.ProgressBar {
+	if f.Steps < 20 || !w.lead() || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions(f.Steps, progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription("steps"), progressbar.OptionShowCount(),
+		progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
+}
+
+// step runs step k on every held rank and checks its outputs into tallies;
+// it returns when the all-reduces were done on every held rank and when
+// the step was.
+func (f *runFlags) step(w *world, k int, dt gpu.DType, elems int, tallies []tally) (tReduce, tStep time.Duration, err error) {
+	t0 := time.Now()
+	n := len(w.groups)
+	sums, means := make([]*array.Array, n), make([]*array.Array, n)
+	defer func() {
+		freeAll(sums)
+		freeAll(means)
+	}()
+	err = w.each(func(i int) error { // each rank from its own goroutine, as from its own process
+		s, g := w.s[i], w.groups[i]
+		grad, err := array.Full(s, []int{elems}, dt, stepValue(g.Rank(), k))
+		if err == nil {
+			sums[i], err = g.AllReduce(s, grad, collectives.Sum, collectives.Donate())
+		}
+		if err == nil {
+			means[i], err = array.Scale(s, sums[i], 1/float64(w.size))
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.Timeout+5*time.Second)
+	defer cancel()
+	for i, y := range sums {
+		if err := y.Wait(ctx); err != nil {
+			return 0, 0, fmt.Errorf("rank %d: all-reduce: %w", w.groups[i].Rank(), err)
+		}
+	}
+	tReduce = time.Since(t0)
+	for i, y := range means {
+		if err := y.Wait(ctx); err != nil {
+			return 0, 0, fmt.Errorf("rank %d: scale: %w", w.groups[i].Rank(), err)
+		}
+	}
+	tStep = time.Since(t0)
+	sum := 0.0
+	for r := range w.size {
+		sum += stepValue(r, k)
+	}
+	for i := range n {
+		t := &tallies[i]
+		for _, c := range []struct {
+			a    *array.Array
+			want float64
+			what string
+		}{{sums[i], sum, "sum"}, {means[i], meanOf(dt, sum, w.size), "mean"}} {
+			t.checks++
+			vals, err := array.ToFloat64(ctx, c.a)
+			if err == nil {
+				err = checkAll(vals, c.want, dt)
+			}
+			if err == nil {
+				t.passed++
+			} else if t.first == nil {
+				t.first = fmt.Errorf("step %d rank %d %s: %w", k, w.groups[i].Rank(), c.what, err)
+			}
+		}
+	}
+	return tReduce, tStep, nil
+}
+
+// report adds up every rank's checks; the lead prints the summary.
+func (f *runFlags) report(w *world, tallies []tally, rows []summaryRow) error {
+	counts := make([][]int64, len(tallies))
+	for i, t := range tallies {
+		counts[i] = []int64{t.passed, t.checks}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.Timeout+5*time.Second)
+	defer cancel()
+	total, err := w.sum(ctx, counts)
+	if err != nil {
+		return err
+	}
+	if w.lead() {
+		printSummary(os.Stdout, rows)
+		fmt.Printf("checks passed: %d/%d (every rank's)\n", total[0], total[1])
+	}
+	for _, t := range tallies { // a rank whose check failed fails (a launcher names it)
+		if t.first != nil {
+			return fmt.Errorf("check failed: %w", t.first)
+		}
 	}
 	return nil
 }

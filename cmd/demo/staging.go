@@ -11,25 +11,27 @@ import (
 
 // stagingResult is the copy floor of a staged collective, measured in this
 // run: every rank copies size bytes device->host and back host->device on
-// a queue of its own, all ranks at once (they share the GPU's link).
+// a queue of its own, all ranks at once (they share the GPU's link; ranks
+// in other processes measure at the same time).
 type stagingResult struct {
 	t     time.Duration // best of the repetitions, all ranks done
 	busbw float64       // an all-reduce that took t would reach this
 }
 
-// measureStaging returns the floor, or ok=false on a device whose memory
-// the CPU sees (nothing is staged there).
-func measureStaging(dev gpu.Device, ranks, size int) (r stagingResult, ok bool, err error) {
-	if dev.Properties().HostVisibleDeviceMem || ranks < 1 || size < 1 {
+// measureStaging returns the floor of a group of ranks with lanes of them
+// in this process, or ok=false on a device whose memory the CPU sees
+// (nothing is staged there).
+func measureStaging(dev gpu.Device, lanes, ranks, size int) (r stagingResult, ok bool, err error) {
+	if dev.Properties().HostVisibleDeviceMem || lanes < 1 || size < 1 {
 		return r, false, nil
 	}
 	type lane struct {
 		q         gpu.Queue
 		dev, host gpu.Buffer
 	}
-	lanes := make([]lane, ranks)
+	ls := make([]lane, lanes)
 	defer func() {
-		for _, l := range lanes {
+		for _, l := range ls {
 			if l.q != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				err = errors.Join(err, l.q.Close(ctx))
@@ -42,8 +44,8 @@ func measureStaging(dev gpu.Device, ranks, size int) (r stagingResult, ok bool, 
 			}
 		}
 	}()
-	for i := range lanes {
-		l := &lanes[i]
+	for i := range ls {
+		l := &ls[i]
 		if l.q, err = dev.NewQueue(); err != nil {
 			return r, false, fmt.Errorf("staging floor: %w", err)
 		}
@@ -56,15 +58,15 @@ func measureStaging(dev gpu.Device, ranks, size int) (r stagingResult, ok bool, 
 	}
 	best := time.Duration(1<<63 - 1)
 	for range 5 {
-		done := make(chan error, ranks)
+		done := make(chan error, lanes)
 		t0 := time.Now()
-		for _, l := range lanes {
+		for _, l := range ls {
 			cmds := []gpu.Command{gpu.Copy{Dst: l.host, Src: l.dev, Bytes: size}, gpu.Copy{Dst: l.dev, Src: l.host, Bytes: size}}
 			if err := l.q.Submit(cmds, func(err error) { done <- err }); err != nil {
 				return r, false, fmt.Errorf("staging floor: %w", err)
 			}
 		}
-		for range ranks {
+		for range lanes {
 			select {
 			case err := <-done:
 				if err != nil {

@@ -1,32 +1,61 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/streams"
 )
 
-// world is n in-process ranks on one runtime and device: a group and a GPU
-// stream per rank.
+// world is the ranks of one group that this process holds: every rank of
+// an in-process group (newLocalWorld), or the one rank this process joined
+// (joinWorld). Held rank i has its group handle groups[i] (its rank in the
+// group is groups[i].Rank()) and a GPU stream of its own, s[i]; all share
+// one runtime and device. The run loop and the bench sweep work on the
+// held ranks only: each held rank checks its own outputs, and the process
+// that holds rank 0 prints (lead).
 type world struct {
 	rt     *actors.Runtime
 	dev    gpu.Device
+	size   int // ranks in the whole group
 	groups []*collectives.Group
 	s      []*streams.GPU
+	joined bool // the other ranks are other processes
 }
 
-func newWorld(log *zap.Logger, backend string, n int, timeout time.Duration) (*world, error) {
+func newLocalWorld(log *zap.Logger, backend string, n int, timeout time.Duration) (*world, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("ranks must be >= 1, got %d", n)
 	}
+	w, err := openWorld(log, backend)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := collectives.Local(w.rt, n, collectives.WithTimeout(timeout))
+	if err == nil {
+		err = w.hold(groups)
+	}
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// openWorld opens the device and a runtime whose signal handler releases
+// every fence on SIGINT or SIGTERM.
+func openWorld(log *zap.Logger, backend string) (*world, error) {
 	dev, err := gpu.Open(backend)
 	if err != nil {
 		return nil, err
@@ -36,28 +65,81 @@ func newWorld(log *zap.Logger, backend string, n int, timeout time.Duration) (*w
 		_ = dev.Close()
 		return nil, err
 	}
-	w := &world{rt: rt, dev: dev}
-	if w.groups, err = collectives.Local(rt, n, collectives.WithTimeout(timeout)); err != nil {
-		w.close()
-		return nil, err
-	}
-	for range n {
-		s, err := streams.NewGPU(rt, dev)
+	return &world{rt: rt, dev: dev}, nil
+}
+
+// hold makes groups the held ranks, each with a new GPU stream.
+func (w *world) hold(groups []*collectives.Group) error {
+	w.groups, w.size = groups, groups[0].Size()
+	for range groups {
+		s, err := streams.NewGPU(w.rt, w.dev)
 		if err != nil {
-			w.close()
-			return nil, err
+			return err
 		}
 		w.s = append(w.s, s)
 	}
-	return w, nil
+	return nil
 }
 
+// close leaves the group (a joined rank's peers learn at once) and closes
+// the runtime and the device.
 func (w *world) close() {
+	for _, g := range w.groups {
+		_ = g.Close()
+	}
 	_ = w.rt.Close()
 	_ = w.dev.Close()
 }
 
-// describe is a one-line account of the device.
+// lead reports whether this process holds rank 0, which prints.
+func (w *world) lead() bool { return w.groups[0].Rank() == 0 }
+
+// each runs fn for every held rank i, concurrently when there are several
+// (a call that blocks until every rank makes it, such as Barrier, needs
+// them all at once), and joins their errors.
+func (w *world) each(fn func(i int) error) error {
+	if len(w.groups) == 1 {
+		return fn(0)
+	}
+	errs := make([]error, len(w.groups))
+	var wg sync.WaitGroup
+	for i := range w.groups {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// barrier returns once every rank of the group has reached it.
+func (w *world) barrier(ctx context.Context) error {
+	return w.each(func(i int) error { return w.groups[i].Barrier(ctx) })
+}
+
+// sum adds up each held rank's counts over the whole group (an all-reduce
+// of int64s): vals[i] are held rank i's.
+func (w *world) sum(ctx context.Context, vals [][]int64) ([]int64, error) {
+	outs := make([][]int64, len(w.groups))
+	err := w.each(func(i int) error {
+		x, err := array.FromSlice(w.s[i], vals[i])
+		if err != nil {
+			return err
+		}
+		defer func() { _ = x.Free() }()
+		y, err := w.groups[i].AllReduce(w.s[i], x, collectives.Sum)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = y.Free() }()
+		outs[i], err = array.ToSlice[int64](ctx, y)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("totals: %w", err)
+	}
+	return outs[0], nil
+}
+
+// describe is a one-line account of the ranks and the device.
 func (w *world) describe() string {
 	p := w.dev.Properties()
 	s := fmt.Sprintf("%s (%s)", p.Name, p.Backend)
@@ -67,7 +149,10 @@ func (w *world) describe() string {
 	if p.MemoryBytes > 0 {
 		s += ", " + humanize.IBytes(p.MemoryBytes)
 	}
-	return s
+	if w.joined {
+		return fmt.Sprintf("%d ranks, one process each, on %s", w.size, s)
+	}
+	return fmt.Sprintf("%d in-process ranks on %s", w.size, s)
 }
 
 // sizeFlag is a byte size given as "4MiB", "64k", "1048576".

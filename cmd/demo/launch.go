@@ -1,0 +1,189 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/choreo-gpu/choreo/collectives"
+)
+
+// launchCmd starts a local cluster (DESIGN section 3): n copies of this
+// executable, each `demo node <args>` with one rank, which join over
+// loopback. Their output comes back line by line, led by "[rank] ". When a
+// rank fails the launcher stops the others and names it; on Ctrl-C it
+// stops them all; no rank outlives it.
+type launchCmd struct {
+	N        int           `short:"n" help:"Ranks: processes to start." default:"4"`
+	Secret   string        `help:"The ranks' shared secret (at least 16 bytes, used as given); default: 32 random bytes in hex." env:"CHOREO_SECRET"`
+	Grace    time.Duration `help:"How long a rank that is asked to stop may take before it is killed." default:"3s"`
+	Deadline time.Duration `help:"Stop every rank after this long; 0: no limit." default:"0"`
+	Args     []string      `arg:"" optional:"" passthrough:"" help:"Each rank's subcommand (run or bench) and its flags; default: run."`
+}
+
+// Run launches `demo node <args>` on c.N ranks.
+func (c *launchCmd) Run(g *globals) error {
+	args := c.Args
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		args = append([]string{"run"}, args...)
+	}
+	return launchNodes(g, c.N, args, launchSpec{secret: c.Secret, grace: c.Grace, deadline: c.Deadline})
+}
+
+// launchNodes checks `demo node <args>` here, once, then launches it on n
+// ranks of this executable with sp's settings (its output on this
+// process's unless sp names others).
+func launchNodes(g *globals, n int, args []string, sp launchSpec) error {
+	argv := append([]string{"node"}, args...)
+	if err := checkArgs(argv); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	if g.Verbose {
+		argv = append([]string{"--verbose"}, argv...)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	sp.n, sp.exe, sp.argv = n, exe, argv
+	if sp.stdout == nil {
+		sp.stdout = os.Stdout
+	}
+	if sp.stderr == nil {
+		sp.stderr = os.Stderr
+	}
+	return launch(sp)
+}
+
+// checkArgs parses a rank's command line without running it, so that a
+// bad flag is reported once rather than by every rank.
+func checkArgs(argv []string) error {
+	var c cli
+	p, err := kong.New(&c, kong.Name("demo"), kong.Writers(io.Discard, io.Discard), kong.Exit(func(int) {}))
+	if err != nil {
+		return err
+	}
+	_, err = p.Parse(argv)
+	return err
+}
+
+// launchSpec is one launch: n ranks, each exe with argv.
+type launchSpec struct {
+	n              int
+	exe            string
+	argv           []string
+	secret         string        // default: 32 random bytes in hex
+	grace          time.Duration // SIGTERM to SIGKILL; default 3 s
+	deadline       time.Duration // 0: none
+	env            []string      // more variables for every rank
+	stdout, stderr io.Writer
+	sigs           <-chan os.Signal // nil: SIGINT and SIGTERM to this process
+	started        func(pids []int) // if set, called once every rank has started
+}
+
+// launch runs one launch to its end: picks n free loopback ports, writes
+// the hostfile (removed at the end), starts the ranks with CHOREO_RANK,
+// CHOREO_WORLD_SIZE, CHOREO_HOSTFILE, CHOREO_SECRET and CHOREO_RUN set, and
+// supervises them.
+func launch(sp launchSpec) error {
+	if sp.n < 1 {
+		return fmt.Errorf("launch: -n must be >= 1, got %d", sp.n)
+	}
+	if sp.grace <= 0 {
+		sp.grace = 3 * time.Second
+	}
+	if sp.secret == "" {
+		sp.secret = randomHex(32)
+	}
+	if len(sp.secret) < 16 {
+		return fmt.Errorf("launch: the secret must be at least 16 bytes, got %d", len(sp.secret))
+	}
+	hostfile, err := writeHostfile(sp.n)
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	defer func() { _ = os.Remove(hostfile) }()
+	if sp.sigs == nil {
+		ch := make(chan os.Signal, 2)
+		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(ch)
+		sp.sigs = ch
+	}
+	run := "demo-" + randomHex(8)
+	env := func(rank int) []string {
+		return append([]string{
+			collectives.EnvRank + "=" + strconv.Itoa(rank),
+			collectives.EnvWorldSize + "=" + strconv.Itoa(sp.n),
+			collectives.EnvHostfile + "=" + hostfile,
+			collectives.EnvSecret + "=" + sp.secret,
+			collectives.EnvRun + "=" + run,
+		}, sp.env...)
+	}
+	c, err := startCluster(sp.n, sp.exe, sp.argv, env, sp.stdout, sp.stderr, sp.grace)
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	if sp.started != nil {
+		sp.started(c.pids())
+	}
+	var deadline <-chan time.Time
+	if sp.deadline > 0 {
+		t := time.NewTimer(sp.deadline)
+		defer t.Stop()
+		deadline = t.C
+	}
+	if err := c.supervise(sp.sigs, deadline); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	return nil
+}
+
+// writeHostfile picks n free ports on 127.0.0.1 (all held open until every
+// one is picked, so they differ) and writes them, as a JSON list of
+// "host:port" indexed by rank, to a new temporary file.
+func writeHostfile(n int) (string, error) {
+	hosts := make([]string, n)
+	for i := range hosts {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("free port: %w", err)
+		}
+		defer func() { _ = l.Close() }()
+		hosts[i] = l.Addr().String()
+	}
+	b, err := json.Marshal(hosts)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp("", "choreo-hosts-*.json")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
+}

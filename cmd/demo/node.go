@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/choreo-gpu/choreo/array"
+	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// nodeCmd is one rank of a cluster in this process: it joins the group
+// from the environment that demo launch sets (CHOREO_RANK,
+// CHOREO_WORLD_SIZE, CHOREO_HOSTFILE, CHOREO_SECRET, CHOREO_RUN), or
+// torchrun, Open MPI or Slurm with CHOREO_SECRET (collectives.FromEnv),
+// then runs the subcommand with its one rank.
+type nodeCmd struct {
+	Run   nodeRunCmd   `cmd:"" default:"withargs" help:"The training-like loop, this process's rank."`
+	Bench nodeBenchCmd `cmd:"" help:"The sweep, this process's rank."`
+}
+
+// nodeRunCmd is the run loop on the joined rank.
+type nodeRunCmd struct{ runFlags }
+
+// Run joins and runs the loop.
+func (c *nodeRunCmd) Run(g *globals) error {
+	if _, _, err := c.shape(); err != nil {
+		return err
+	}
+	w, err := joinWorld(g.log, c.Backend, c.Timeout)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	if err := c.loop(w); err != nil {
+		return err
+	}
+	return w.finish(c.Timeout)
+}
+
+// nodeBenchCmd is the sweep on the joined rank.
+type nodeBenchCmd struct{ benchFlags }
+
+// Run joins and runs the sweep; the latency line's pair is ranks 0 and 1,
+// split off the group.
+func (c *nodeBenchCmd) Run(g *globals) error {
+	if _, _, err := c.check(); err != nil {
+		return err
+	}
+	w, err := joinWorld(g.log, c.Backend, c.Timeout)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	if err := c.sweep(w, w.pair); err != nil {
+		return err
+	}
+	return w.finish(c.Timeout)
+}
+
+// joinWorld holds the one rank this process joins (collectives.Join with
+// collectives.FromEnv), on its own runtime and device.
+func joinWorld(log *zap.Logger, backend string, timeout time.Duration) (*world, error) {
+	cfg := collectives.FromEnv()
+	w, err := openWorld(log.With(zap.Int("rank", cfg.Rank)), backend)
+	if err != nil {
+		return nil, err
+	}
+	g, err := collectives.Join(context.Background(), w.rt, cfg, collectives.WithTimeout(timeout))
+	if err == nil {
+		w.joined = true
+		err = w.hold([]*collectives.Group{g})
+	}
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// pair splits ranks 0 and 1 off w's group (a collective: every rank calls
+// it); ranks other than 0 and 1 get a nil world.
+func (w *world) pair() (*world, func(), error) {
+	g := w.groups[0]
+	color := -1
+	if g.Rank() < 2 {
+		color = 0
+	}
+	sub, err := g.Split(color, g.Rank())
+	if err != nil || sub == nil {
+		return nil, nil, err
+	}
+	pw := &world{rt: w.rt, dev: w.dev, size: sub.Size(), groups: []*collectives.Group{sub}, s: w.s, joined: true}
+	return pw, func() { _ = sub.Close() }, nil
+}
+
+// finish ends a joined rank's part without failing another's. A rank's
+// exit fails every operation a peer still has with it, even one whose data
+// has already arrived, so the ranks leave in order: each rank other than 0
+// tells rank 0 it is done (every operation of its own has finished) and
+// waits for rank 0's answer, which comes once every rank is done; rank 0
+// stays until each has gone (its Recv from the rank fails with
+// ErrPeerLost) or the timeout passes.
+func (w *world) finish(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	g, s := w.groups[0], w.s[0]
+	one := []int{1}
+	if g.Rank() != 0 {
+		x, err := array.Full(s, one, gpu.Uint8, 1)
+		if err == nil {
+			defer func() { _ = x.Free() }()
+			err = g.Send(s, x, 0)
+		}
+		var y *array.Array
+		if err == nil {
+			y, err = g.Recv(s, one, gpu.Uint8, 0)
+		}
+		if err == nil {
+			defer func() { _ = y.Free() }()
+			err = y.Wait(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("leave: %w", err)
+		}
+		return nil
+	}
+	return w.dismiss(ctx)
+}
+
+// dismiss is rank 0's part of finish.
+func (w *world) dismiss(ctx context.Context) error {
+	g, s := w.groups[0], w.s[0]
+	one := []int{1}
+	var arrays []*array.Array
+	defer func() { freeAll(arrays) }()
+	for r := 1; r < w.size; r++ { // every rank is done
+		y, err := g.Recv(s, one, gpu.Uint8, r)
+		if err == nil {
+			arrays = append(arrays, y)
+			err = y.Wait(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("leave: rank %d: %w", r, err)
+		}
+	}
+	x, err := array.Full(s, one, gpu.Uint8, 1)
+	if err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	arrays = append(arrays, x)
+	for r := 1; r < w.size; r++ {
+		if err := g.Send(s, x, r); err != nil {
+			return fmt.Errorf("leave: rank %d: %w", r, err)
+		}
+	}
+	for r := 1; r < w.size; r++ { // until each has gone
+		y, err := g.Recv(s, one, gpu.Uint8, r)
+		if err == nil {
+			arrays = append(arrays, y)
+			err = y.Wait(ctx)
+		}
+		if err != nil && !errors.Is(err, collectives.ErrPeerLost) {
+			return fmt.Errorf("leave: rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
