@@ -281,13 +281,17 @@ func (g *guard) drain(ctx context.Context) error {
 		}
 		_ = c.Close() // the ones protoactor did not close by now
 	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		g.mu.Lock()
-		n := g.handlers
-		g.mu.Unlock()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
+	}
+	g.mu.Lock()
+	n := g.handlers
+	g.mu.Unlock()
+	if n > 0 { // a handler that entered after the wait began counts too
 		return fmt.Errorf("%d stream handlers still running: %w", n, errs.ErrTimeout)
 	}
+	return nil
 }
