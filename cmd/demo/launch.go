@@ -46,8 +46,11 @@ func (c *launchCmd) Run(g *globals) error {
 // process's unless sp names others).
 func launchNodes(g *globals, n int, args []string, sp launchSpec) error {
 	argv := append([]string{"node"}, args...)
-	if err := checkArgs(argv); err != nil {
-		return fmt.Errorf("launch: %w", err)
+	if helped, err := checkArgs(argv, os.Stdout); err != nil || helped {
+		if err != nil {
+			err = fmt.Errorf("launch: %w", err)
+		}
+		return err
 	}
 	if g.Verbose {
 		argv = append([]string{"--verbose"}, argv...)
@@ -67,15 +70,17 @@ func launchNodes(g *globals, n int, args []string, sp launchSpec) error {
 }
 
 // checkArgs parses a rank's command line without running it, so that a
-// bad flag is reported once rather than by every rank.
-func checkArgs(argv []string) error {
+// bad flag is reported once rather than by every rank, and help is
+// written to help once (helped) rather than by every rank.
+func checkArgs(argv []string, help io.Writer) (helped bool, err error) {
 	var c cli
-	p, err := kong.New(&c, kong.Name("demo"), kong.Writers(io.Discard, io.Discard), kong.Exit(func(int) {}))
+	p, err := kong.New(&c, kong.Name("demo"), kong.Writers(help, io.Discard),
+		kong.Exit(func(int) { helped = true }))
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = p.Parse(argv)
-	return err
+	return helped, err
 }
 
 // launchSpec is one launch: n ranks, each exe with argv.

@@ -217,13 +217,20 @@ func TestLauncherKilledLeavesNoRank(t *testing.T) {
 }
 
 func TestCheckArgsRefusesABadRankCommandLine(t *testing.T) {
-	if err := checkArgs([]string{"node", "run", "--steps=3"}); err != nil {
-		t.Errorf("good command line refused: %v", err)
+	var help strings.Builder
+	if helped, err := checkArgs([]string{"node", "run", "--steps=3"}, &help); err != nil || helped {
+		t.Errorf("good command line: helped %v, error %v", helped, err)
 	}
-	if err := checkArgs([]string{"node", "run", "--no-such-flag"}); err == nil {
+	if _, err := checkArgs([]string{"node", "run", "--no-such-flag"}, &help); err == nil {
 		t.Error("bad flag accepted")
 	}
-	if err := checkArgs([]string{"node", "frobnicate"}); err == nil {
+	if _, err := checkArgs([]string{"node", "frobnicate"}, &help); err == nil {
 		t.Error("bad subcommand accepted")
+	}
+	if help.Len() > 0 {
+		t.Errorf("help written unasked: %q", help.String())
+	}
+	if helped, _ := checkArgs([]string{"node", "bench", "--help"}, &help); !helped || !strings.Contains(help.String(), "Usage: demo node bench") {
+		t.Errorf("--help: helped %v, help %q", helped, help.String())
 	}
 }
