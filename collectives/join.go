@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -12,6 +13,12 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/collectives/transport/tcp"
 )
+
+// lossGrace is how long a peer the control plane reports gone has to let
+// its data connection deliver what it sent before the data plane is told:
+// a dead process's connections end by themselves within it on one host,
+// and a silent host's within the data plane's heartbeat timeout.
+const lossGrace = 100 * time.Millisecond
 
 // Join makes this process's rank of a group whose ranks live in separate
 // processes (on one host or several): it starts rt's control plane
@@ -67,7 +74,11 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		node.Close("data plane failed")
 		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
 	}
-	node.Watch(roster, t.LosePeer)
+	node.Watch(roster, func(rank int, cause error) {
+		// Let the data connection deliver what the peer sent before it
+		// went (its end shows there too, at once when its process died).
+		time.AfterFunc(lossGrace, func() { t.LosePeer(rank, cause) })
+	})
 	g, err := New(rt, t, roster.Group, opts...)
 	if err != nil {
 		_ = t.Close()

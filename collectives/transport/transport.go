@@ -47,7 +47,8 @@ func (t Tag) String() string {
 //     least the last 4096 aborted collectives.
 //   - Close fails this rank's pending and future calls with ErrClosed, and
 //     the peers' pending and future calls that involve this rank with
-//     ErrPeerLost within bounded time. Close is idempotent.
+//     ErrPeerLost within bounded time (a transport may still deliver a
+//     message that arrived whole before the loss). Close is idempotent.
 //   - All methods are safe for concurrent use; a Transport starts no
 //     goroutine that outlives Close.
 type Transport interface {

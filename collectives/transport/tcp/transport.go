@@ -264,6 +264,14 @@ func (p *peer) checkLocked(tag transport.Tag) error {
 	return p.lost
 }
 
+// arrivedLocked reports whether tag's next message from p has arrived
+// whole and waits for its Recv: such a Recv succeeds even after p is
+// lost. p.mu is held.
+func (p *peer) arrivedLocked(tag transport.Tag) bool {
+	q := p.queues[tag]
+	return q != nil && q.active == nil && len(q.posted) == 0 && len(q.arrived) > 0 && q.arrived[0].eager
+}
+
 // connFor picks the connection of tag: one tag always travels on one
 // connection, so its messages stay in order.
 func (p *peer) connFor(tag transport.Tag) *conn {
@@ -431,7 +439,7 @@ func (t *Transport) recv(ctx context.Context, src int, tag transport.Tag, into [
 	defer t.exit()
 	r := &op{buf: into, tag: tag, done: make(chan error, 1), state: opPosted}
 	p.mu.Lock()
-	if err := p.checkLocked(tag); err != nil {
+	if err := p.checkLocked(tag); err != nil && (err != p.lost || !p.arrivedLocked(tag)) {
 		p.mu.Unlock()
 		return err
 	}
@@ -582,7 +590,9 @@ func (p *peer) flushCredit() {
 }
 
 // failAllLocked ends every operation with p: Recvs with recvErr, Sends
-// with sendErr; buffered messages are dropped. p.mu is held.
+// with sendErr. Eager messages that arrived whole stay receivable (what a
+// peer sent before it went is delivered, as TCP delivers the bytes before
+// a FIN); the rest of what is buffered is dropped. p.mu is held.
 func (p *peer) failAllLocked(recvErr, sendErr error) {
 	for tag, q := range p.queues {
 		for _, r := range q.posted {
@@ -591,7 +601,18 @@ func (p *peer) failAllLocked(recvErr, sendErr error) {
 		if q.active != nil && q.active.op != nil {
 			p.end(q.active.op, recvErr)
 		}
-		delete(p.queues, tag)
+		kept := q.arrived[:0]
+		for _, m := range q.arrived {
+			if m.eager {
+				kept = append(kept, m)
+			}
+		}
+		clear(q.arrived[len(kept):])
+		if len(kept) == 0 {
+			delete(p.queues, tag)
+			continue
+		}
+		*q = tagQ{arrived: kept}
 	}
 	for id, s := range p.sends {
 		s.failWith(sendErr)
