@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/remote"
 	"go.uber.org/zap"
@@ -264,6 +265,9 @@ func (g *guard) close() {
 	g.mu.Unlock()
 }
 
+// connWait is how long drain lets protoactor close its own connections.
+const connWait = 100 * time.Millisecond
+
 // drain waits, bounded by ctx, for the server handlers to return and the
 // client connections to shut down, then closes the connections left. It
 // fails when handlers are still running at the bound.
@@ -276,10 +280,15 @@ func (g *guard) drain(ctx context.Context) error {
 	}
 	g.conns = map[*grpc.ClientConn]struct{}{}
 	g.mu.Unlock()
+	// protoactor closes its connections as its writers stop; give it a
+	// moment (not the whole bound: a connection to a peer that is gone
+	// never gets there), then close what is left.
+	cctx, cancel := context.WithTimeout(ctx, connWait)
+	defer cancel()
 	for _, c := range conns {
-		for s := c.GetState(); s != connectivity.Shutdown && c.WaitForStateChange(ctx, s); s = c.GetState() {
+		for s := c.GetState(); s != connectivity.Shutdown && c.WaitForStateChange(cctx, s); s = c.GetState() {
 		}
-		_ = c.Close() // the ones protoactor did not close by now
+		_ = c.Close()
 	}
 	if idle != nil {
 		select {
