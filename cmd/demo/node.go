@@ -100,8 +100,9 @@ func (w *world) pair() (*world, func(), error) {
 }
 
 // finish ends a joined rank's part without failing another's. A rank's
-// exit fails every operation a peer still has with it, even one whose data
-// has already arrived, so the ranks leave in order: each rank other than 0
+// exit fails every operation a peer still has with it whose data has not
+// arrived whole (a large message still being read, say), so the ranks
+// leave in order: each rank other than 0
 // tells rank 0 it is done (every operation of its own has finished) and
 // waits for rank 0's answer, which comes once every rank is done; rank 0
 // stays until each has gone (its Recv from the rank fails with
