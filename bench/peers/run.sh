@@ -1,23 +1,122 @@
 #!/usr/bin/env bash
-# Side-by-side all-reduce: Open MPI (shared memory and TCP, separate
-# processes) and choreo (in-process ranks, demo bench), in one run, with the
-# same sizes, counts and columns. Needs Debian's openmpi-bin and
-# libopenmpi-dev (installed here if missing). Not part of CI.
+# Side by side, processes against processes over loopback: Open MPI (its
+# defaults, i.e. shared memory, and forced to TCP), Gloo (torch.distributed)
+# and choreo's `demo launch -n N bench`, in one run, for each rank count:
+# all-reduce, all-gather and send/recv at 4 KiB, 64 KiB, 1 MiB, 16 MiB and
+# 64 MiB per rank, then one merged table per rank count with the ratios
+# choreo / best TCP peer. Installs the peers from Debian packages if missing
+# (openmpi-bin, libopenmpi-dev, python3-torch). Not part of CI. README.md
+# says what each column means.
 #
-#   bash bench/peers/run.sh [ranks] [min bytes] [max bytes] [factor]
-set -euo pipefail
+#   bash bench/peers/run.sh [ranks...]          # default: 2 4
+#
+# Environment:
+#   BENCH_RESULTS   results directory (default: a new /tmp/choreo-peers.XXXXXX, kept)
+#   PEER_TIMEOUT    seconds one peer's run (one rank count) may take (default 300)
+#   BENCH_BUDGET_S  Open MPI and Gloo: cap each timed loop at about this many
+#                   seconds when an op is slow (default 2; 0: choreo's counts as is)
+#   SIZES           bytes per rank, comma-separated (default 4096,...,67108864)
+set -uo pipefail
 cd "$(dirname "$0")/../.."
-n=${1:-4} min=${2:-4096} max=${3:-67108864} factor=${4:-16}
-if ! command -v mpicc >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+ranks=("$@")
+[ ${#ranks[@]} -gt 0 ] || ranks=(2 4)
+sizes=${SIZES:-4096,65536,1048576,16777216,67108864}
+ops=allreduce,allgather,sendrecv
+limit=${PEER_TIMEOUT:-300}
+py=/usr/bin/python3 # Debian's, the one python3-torch installs into
+
+missing=()
+for p in openmpi-bin libopenmpi-dev python3-torch; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]}" >&2
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -qq "${missing[@]}" >/dev/null ||
+    { $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; } ||
+    { echo "run.sh: could not install ${missing[*]}" >&2; exit 1; }
 fi
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-mpicc -O3 -o "$out/allreduce" bench/peers/allreduce.c
+
+out=${BENCH_RESULTS:-$(mktemp -d /tmp/choreo-peers.XXXXXX)}
+mkdir -p "$out/raw" "$out/bin" || exit 1
+: >"$out/failures.tsv"
+printf 'ranks\tpeer\top\tsize(B)\tcount\ttype\tredop\ttime(us)\tp50(us)\talgbw GB/s\tbusbw GB/s\t#wrong\n' >"$out/rows.tsv"
+echo "results in $out" >&2
+{
+  date -u +%FT%TZ; uname -srm; nproc; grep -m1 'model name' /proc/cpuinfo; echo "start: $(uptime)"
+  mpirun --version 2>&1 | head -1
+  $py -c 'import torch; print("torch", torch.__version__)' 2>&1
+  go version
+  git log -1 --format='choreo %h %s' 2>/dev/null; git status --short 2>/dev/null | head -20
+} >"$out/env.txt"
+
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi=(mpirun --oversubscribe --mca oob_tcp_if_include lo -n "$n")
-printf 'peer\top\tsize(B)\tcount\ttype\tredop\ttime(us)\tp50(us)\talgbw GB/s\tbusbw GB/s\t#wrong\n'
-"${mpi[@]}" "$out/allreduce" ompi-default "$min" "$max" "$factor"
-"${mpi[@]}" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo "$out/allreduce" ompi-tcp "$min" "$max" "$factor"
-go run ./cmd/demo bench --ranks "$n" --ops allreduce,allreduce_inplace \
-  --min-size "$min" --max-size "$max" --factor "$factor"
+mpicc -O3 -o "$out/bin/mpi_bench" bench/peers/mpi_bench.c || { echo "run.sh: mpicc failed" >&2; exit 1; }
+# The same program `go run ./cmd/demo` would build, built once so that the
+# build is not timed against a peer's limit.
+demo=$out/bin/demo
+go build -o "$demo" ./cmd/demo 2>"$out/raw/go-build.err" || demo=
+# choreo's sweep: factor 4 from 4 KiB reaches 64 MiB (factor 16 stops at
+# 16 MiB); the extra sizes are kept in the raw rows, the table shows $sizes.
+sweep=(--ops "$ops" --min-size 4096 --max-size 67108864 --factor 4)
+choreo=choreo note= cross=
+if [ -z "$demo" ]; then
+  echo "run.sh: go build ./cmd/demo failed ($out/raw/go-build.err); no choreo rows" >&2
+elif "$demo" --help 2>/dev/null | grep -qE '^ +launch( |$)'; then
+  cross=1 # demo launch -n N bench ...: N processes, rows from rank 0
+else
+  # No cross-process launcher yet: today's in-process ranks, marked as such.
+  choreo=choreo-inproc
+  note="NOTE: choreo-inproc = choreo's ranks as goroutines of ONE process (demo bench --ranks N): no 'demo launch' yet; not processes against processes, the ratios do not count."
+fi
+
+mpi=(mpirun --oversubscribe --mca oob_tcp_if_include lo)
+tcp=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+
+# peer N LABEL CMD...: one run bounded by PEER_TIMEOUT; rows to stdout and
+# raw/N-LABEL.tsv, stderr to raw/N-LABEL.err; a failure or timeout is said
+# and recorded in failures.tsv.
+peer() {
+  local n=$1 label=$2 t0=$SECONDS rc
+  shift 2
+  echo "== $n ranks: $label" >&2
+  timeout -k 10 "$limit" "$@" 2>"$out/raw/$n-$label.err" | tee "$out/raw/$n-$label.tsv"
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "run.sh: $label, $n ranks: TIMED OUT after ${limit}s (PEER_TIMEOUT); rows so far kept" >&2
+    printf '%s\t%s\ttimeout %ss\n' "$n" "$label" "$limit" >>"$out/failures.tsv"
+  elif [ "$rc" != 0 ]; then
+    echo "run.sh: $label, $n ranks: FAILED (exit $rc); last lines of $out/raw/$n-$label.err:" >&2
+    tail -5 "$out/raw/$n-$label.err" | sed 's/^/    /' >&2
+    printf '%s\t%s\texit %s\n' "$n" "$label" "$rc" >>"$out/failures.tsv"
+  fi
+  echo "   $label, $n ranks: $((SECONDS - t0)) s" >&2
+}
+
+start=$SECONDS
+for n in "${ranks[@]}"; do
+  peer "$n" ompi-default "${mpi[@]}" -n "$n" "$out/bin/mpi_bench" ompi-default "$ops" "$sizes"
+  peer "$n" ompi-tcp "${mpi[@]}" "${tcp[@]}" -n "$n" "$out/bin/mpi_bench" ompi-tcp "$ops" "$sizes"
+  peer "$n" gloo $py bench/peers/gloo_bench.py -n "$n" --label gloo --ops "$ops" --sizes "$sizes"
+  files=("ompi-default=$out/raw/$n-ompi-default.tsv" "ompi-tcp=$out/raw/$n-ompi-tcp.tsv" "gloo=$out/raw/$n-gloo.tsv")
+  if [ -n "$demo" ]; then
+    if [ -n "$cross" ]; then
+      peer "$n" "$choreo" "$demo" launch -n "$n" bench "${sweep[@]}"
+    else
+      peer "$n" "$choreo" "$demo" bench --ranks "$n" "${sweep[@]}"
+    fi
+    files+=("$choreo=$out/raw/$n-$choreo.tsv")
+  fi
+  echo
+  $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --ops "$ops" --sizes "$sizes" \
+    --note "$note" --tsv "$out/merged-$n.tsv" --rows "$out/rows.tsv" "${files[@]}" | tee "$out/merged-$n.txt"
+  echo
+done
+echo "end: $(uptime)" >>"$out/env.txt"
+echo "total: $((SECONDS - start)) s; load average at start and end in $out/env.txt; results in $out" >&2
+if [ -s "$out/failures.tsv" ]; then
+  echo "failed peers (ranks, peer, why):" >&2
+  sed 's/^/  /' "$out/failures.tsv" >&2
+  exit 1
+fi
