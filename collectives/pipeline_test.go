@@ -165,16 +165,16 @@ func TestPartsPeerAbortedWhenOutputSideFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	y1, err := w.groups[1].AllReduce(w.s[1], x1, collectives.Sum)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := y1.Wait(testenv.Ctx(t, 20*time.Second)); err == nil {
+	err = y1.Wait(testenv.Ctx(t, 20*time.Second))
+	if err == nil {
 		t.Fatal("rank 1 succeeded although rank 0 left the collective")
 	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Fatalf("rank 1 failed after %v, want an abort well within its 5s deadline", el)
+	if !errors.Is(err, collectives.ErrAborted) || errors.Is(err, collectives.ErrTimeout) {
+		t.Fatalf("rank 1: %v, want rank 0's abort (not its own deadline)", err)
 	}
 	if err := y0.Wait(testenv.Ctx(t, 20*time.Second)); err == nil {
 		t.Fatal("rank 0's output succeeded although its stream closed")
