@@ -15,8 +15,9 @@
 //	9  collectives/algo, collectives/transport/transporttest, collectives/transport/tcp
 //	9  collectives/cluster                      a rank's control-plane node: rendezvous, peer watch
 //	10 collectives                              Group, the ops as choreographies
-//	11 choreotest, internal/testenv              test kits
-//	12 cmd/..., test                            programs; the integration tests
+//	11 choreotest                               the actor-level test kit
+//	12 internal/testenv                         the tests' set-up (on the kit)
+//	13 cmd/..., test                            programs; the integration tests
 //
 // Services a runtime needs per system (the fence manager, the default comm
 // stream) attach to actors.Runtime through actors.Service, so the base

@@ -28,13 +28,15 @@ var layer = map[string]int{
 	"collectives/algo": 9, "collectives/transport/transporttest": 9, "collectives/transport/tcp": 9,
 	"collectives/cluster": 9,
 	"collectives":         10,
-	"choreotest":          11, "internal/testenv": 11,
+	"choreotest":          11,
+	"internal/testenv":    12,
 }
 
-// place is a package's layer; every cmd/ program is on top.
+// place is a package's layer; every cmd/ program, and the integration
+// tests, are on top.
 func place(pkg string) (int, bool) {
 	if strings.HasPrefix(pkg, "cmd/") || pkg == "test" {
-		return 12, true
+		return 13, true
 	}
 	l, ok := layer[pkg]
 	return l, ok
