@@ -40,58 +40,59 @@ func (k *checker) matrix() {
 	}
 }
 
-// allReduce checks one all-reduce.
-func (k *checker) allReduce(dt gpu.DType, op collectives.Op, count int) {
-	step := fmt.Sprintf("allreduce/%s/%s/%d", dt, op, count)
+// step runs one collective on this rank's input of count elements of dt
+// (a product's input for op Prod) and checks its output against want,
+// computed from every rank's input.
+func (k *checker) step(name string, dt gpu.DType, op collectives.Op, count int,
+	run func(x *array.Array) (*array.Array, error), want func(ins [][]float64) []float64) {
 	ins, err := k.inputs(count, dt, op)
 	if err != nil {
-		k.fail(step, err)
+		k.fail(name, err)
 		return
 	}
 	x, err := k.input(k.g.Rank(), count, dt, op)
 	var y *array.Array
 	if err == nil {
-		y, err = k.g.AllReduce(k.s, x, op, collectives.Donate())
+		y, err = run(x)
+		_ = x.Free() // the collective holds its own share while it reads
 	}
-	k.expect(step, dt, y, err, reduce(dt, op, ins))
+	k.expect(name, dt, y, err, want(ins))
+}
+
+// allReduce checks one all-reduce.
+func (k *checker) allReduce(dt gpu.DType, op collectives.Op, count int) {
+	k.step(fmt.Sprintf("allreduce/%s/%s/%d", dt, op, count), dt, op, count,
+		func(x *array.Array) (*array.Array, error) { return k.g.AllReduce(k.s, x, op) },
+		func(ins [][]float64) []float64 { return reduce(dt, op, ins) })
 }
 
 // allGather checks one all-gather: every rank's input, in rank order.
 func (k *checker) allGather(dt gpu.DType, count int) {
-	step := fmt.Sprintf("allgather/%s/%d", dt, count)
-	ins, err := k.inputs(count, dt, collectives.Sum)
-	if err != nil {
-		k.fail(step, err)
-		return
-	}
-	x, err := k.input(k.g.Rank(), count, dt, collectives.Sum)
-	var y *array.Array
-	if err == nil {
-		y, err = k.g.AllGather(k.s, x)
-		_ = x.Free()
-	}
-	var want []float64
-	for _, in := range ins {
-		want = append(want, in...)
-	}
-	k.expect(step, dt, y, err, want)
+	k.step(fmt.Sprintf("allgather/%s/%d", dt, count), dt, collectives.Sum, count,
+		func(x *array.Array) (*array.Array, error) { return k.g.AllGather(k.s, x) },
+		func(ins [][]float64) []float64 {
+			var want []float64
+			for _, in := range ins {
+				want = append(want, in...)
+			}
+			return want
+		})
 }
 
 // broadcast checks one broadcast from root.
 func (k *checker) broadcast(dt gpu.DType, count, root int) {
-	step := fmt.Sprintf("broadcast/%s/%d/root%d", dt, count, root)
-	ins, err := k.inputs(count, dt, collectives.Sum)
-	if err != nil {
-		k.fail(step, err)
-		return
-	}
-	x, err := k.input(k.g.Rank(), count, dt, collectives.Sum)
-	var y *array.Array
-	if err == nil {
-		y, err = k.g.Broadcast(k.s, x, root)
-		_ = x.Free()
-	}
-	k.expect(step, dt, y, err, ins[root])
+	k.step(fmt.Sprintf("broadcast/%s/%d/root%d", dt, count, root), dt, collectives.Sum, count,
+		func(x *array.Array) (*array.Array, error) { return k.g.Broadcast(k.s, x, root) },
+		func(ins [][]float64) []float64 { return ins[root] })
+}
+
+// reduceScatter checks one reduce-scatter of count elements (a multiple
+// of the group's size): this rank's block of the sum.
+func (k *checker) reduceScatter(dt gpu.DType, count int) {
+	per, r := count/k.g.Size(), k.g.Rank()
+	k.step(fmt.Sprintf("reducescatter/%s/%d", dt, count), dt, collectives.Sum, count,
+		func(x *array.Array) (*array.Array, error) { return k.g.ReduceScatter(k.s, x, collectives.Sum) },
+		func(ins [][]float64) []float64 { return reduce(dt, collectives.Sum, ins)[r*per : (r+1)*per] })
 }
 
 // sendRecv checks one step around the ring: each rank sends its input to
@@ -124,26 +125,6 @@ func (k *checker) sendRecv(dt gpu.DType, count int) {
 		_ = x.Free()
 	}
 	k.expect(step, dt, y, err, ins[(r+n-1)%n])
-}
-
-// reduceScatter checks one reduce-scatter of count elements (a multiple
-// of the group's size): this rank's block of the sum.
-func (k *checker) reduceScatter(dt gpu.DType, count int) {
-	step := fmt.Sprintf("reducescatter/%s/%d", dt, count)
-	ins, err := k.inputs(count, dt, collectives.Sum)
-	if err != nil {
-		k.fail(step, err)
-		return
-	}
-	x, err := k.input(k.g.Rank(), count, dt, collectives.Sum)
-	var y *array.Array
-	if err == nil {
-		y, err = k.g.ReduceScatter(k.s, x, collectives.Sum)
-		_ = x.Free()
-	}
-	per := count / k.g.Size()
-	want := reduce(dt, collectives.Sum, ins)[k.g.Rank()*per : (k.g.Rank()+1)*per]
-	k.expect(step, dt, y, err, want)
 }
 
 // expect reads y (unless err) and compares it with want.
