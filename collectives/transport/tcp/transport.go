@@ -310,29 +310,11 @@ func (t *Transport) send(ctx context.Context, dst int, tag transport.Tag, data [
 	}
 	t.enter()
 	defer t.exit()
-	c := p.connFor(tag)
-	n := len(data)
-	cost := int64(n) + msgOverhead
-
-	p.mu.Lock()
-	if err := p.checkLocked(tag); err != nil {
-		p.mu.Unlock()
+	if done, err := p.sendEager(ctx, tag, data); done {
 		return err
 	}
-	if n <= p.eagerMax && p.credit >= cost {
-		p.credit -= cost
-		p.mu.Unlock()
-		f := frame{Type: fEager, Len: uint32(n), Group: tag.Group, Seq: tag.Seq, Step: tag.Step}
-		sent, err := c.write(ctx, &f, data)
-		if err == nil || (sent && ctx.Err() != nil) {
-			return nil // cut short by ctx, it arrives whole all the same
-		}
-		p.mu.Lock()
-		p.credit += cost
-		p.mu.Unlock()
-		return p.sendErr(err)
-	}
-	p.mu.Unlock()
+	c := p.connFor(tag)
+	n := len(data)
 
 	// Rendezvous: announce, wait for the Recv, then stream.
 	select {
@@ -396,6 +378,54 @@ func (t *Transport) send(ctx context.Context, dst int, tag transport.Tag, data [
 		off += k
 	}
 	return giveUp(false, nil)
+}
+
+// TrySend sends data to rank dst under tag if it can go at once, without
+// waiting for the receiver: it fits EagerMax and the receiver's window has
+// room. It reports whether it did; when it did not, nothing was sent and
+// the caller may Send (which would wait for the Recv). With done true, err
+// is what Send would have returned. An exchange (a Send and a Recv with one
+// peer) can so run on one goroutine when the Send goes at once.
+func (t *Transport) TrySend(ctx context.Context, dst int, tag transport.Tag, data []byte) (done bool, err error) {
+	p, err := t.peerOf(dst)
+	if err != nil {
+		return true, t.wrap(dst, "send", tag, err)
+	}
+	if err := transport.CtxError(ctx); err != nil {
+		return true, t.wrap(dst, "send", tag, err)
+	}
+	t.enter()
+	defer t.exit()
+	done, err = p.sendEager(ctx, tag, data)
+	return done, t.wrap(dst, "send", tag, err)
+}
+
+// sendEager sends data under tag as one EAGER frame when it fits the eager
+// limit and the peer's window, reporting done; otherwise (done false) it
+// sends nothing, and the message must wait for its Recv.
+func (p *peer) sendEager(ctx context.Context, tag transport.Tag, data []byte) (done bool, err error) {
+	n := len(data)
+	cost := int64(n) + msgOverhead
+	p.mu.Lock()
+	if err := p.checkLocked(tag); err != nil {
+		p.mu.Unlock()
+		return true, err
+	}
+	if n > p.eagerMax || p.credit < cost {
+		p.mu.Unlock()
+		return false, nil
+	}
+	p.credit -= cost
+	p.mu.Unlock()
+	f := frame{Type: fEager, Len: uint32(n), Group: tag.Group, Seq: tag.Seq, Step: tag.Step}
+	sent, err := p.connFor(tag).write(ctx, &f, data)
+	if err == nil || (sent && ctx.Err() != nil) {
+		return true, nil // cut short by ctx, it arrives whole all the same
+	}
+	p.mu.Lock()
+	p.credit += cost
+	p.mu.Unlock()
+	return true, p.sendErr(err)
 }
 
 // sendErr is what a Send that failed with err returns: a context's error
