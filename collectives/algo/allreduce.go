@@ -42,6 +42,9 @@ func (c *coll) allReduce(in, out []byte) error {
 		}
 		return c.directAllReducePush(in, out)
 	}
+	if c.alg == Doubling && c.n == 2 && c.pa == nil {
+		return c.pairAllReduce(in, out)
+	}
 	if err := c.match(); err != nil {
 		return err
 	}

@@ -355,3 +355,52 @@ func TestConcurrentCollectives(t *testing.T) {
 		})
 	}
 }
+
+// Two ranks over messages all-reduce small payloads in one exchange that
+// carries the match and the data (pairAllReduce). Whatever the other rank
+// sent at that step, of the same size or not (an empty all-reduce sends
+// exactly the match message, as every other collective does), both ranks
+// reach the same precise verdict.
+func TestPairMeetsOthers(t *testing.T) {
+	base := algo.Desc{Kind: algo.KindAllReduce, Group: 9, Seq: 1, DType: gpu.Float32, Op: reduce.Sum}
+	cases := []struct {
+		name        string
+		mine, other func(algo.Desc) algo.Desc
+		want        error // nil: both succeed
+		shape       bool
+	}{
+		{"empty", func(d algo.Desc) algo.Desc { return d }, func(d algo.Desc) algo.Desc { return d }, nil, false},
+		{"empty-vs-one", func(d algo.Desc) algo.Desc { return d }, func(d algo.Desc) algo.Desc { d.Count = 1; return d }, algo.ErrMismatch, true},
+		{"empty-vs-allgather", func(d algo.Desc) algo.Desc { return d },
+			func(d algo.Desc) algo.Desc { d.Kind = algo.KindAllGather; return d }, algo.ErrMismatch, false},
+		{"ten-vs-allgather", func(d algo.Desc) algo.Desc { d.Count = 10; return d },
+			func(d algo.Desc) algo.Desc { d.Kind, d.Count = algo.KindAllGather, 10; return d }, algo.ErrMismatch, false},
+		{"ten-vs-barrier", func(d algo.Desc) algo.Desc { d.Count = 10; return d },
+			func(d algo.Desc) algo.Desc { d.Kind = algo.KindBarrier; return d }, algo.ErrMismatch, false},
+		{"ten-vs-ten-int32", func(d algo.Desc) algo.Desc { d.Count = 10; return d },
+			func(d algo.Desc) algo.Desc { d.Count, d.DType = 10, gpu.Int32; return d }, algo.ErrMismatch, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ts := local(2, true)
+			defer closeAll(ts)
+			errs := onRanks(t, ts, opTimeout, func(ctx context.Context, r int, tr transport.Transport) error {
+				if r == 0 {
+					return call(ctx, tr, c.mine(base))
+				}
+				return call(ctx, tr, c.other(base))
+			})
+			for r, err := range errs {
+				if c.want == nil {
+					if err != nil {
+						t.Fatalf("rank %d: %v", r, err)
+					}
+					continue
+				}
+				if !errors.Is(err, c.want) || errors.Is(err, algo.ErrShapeMismatch) != c.shape {
+					t.Fatalf("rank %d: got %v, want %v (shape %v)", r, err, c.want, c.shape)
+				}
+			}
+		})
+	}
+}

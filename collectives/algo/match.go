@@ -3,6 +3,7 @@ package algo
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/choreo-gpu/choreo/collectives/reduce"
@@ -100,15 +101,30 @@ func (c *coll) matchMessages() error {
 	for k, dist := 0, 1; dist < c.n; k, dist = k+1, dist*2 {
 		out := bytes.Clone(cur)
 		if err := c.exchange(c.ctx, stepMatch+uint32(k), mod(c.rank+dist, c.n), out, mod(c.rank-dist, c.n), got); err != nil {
+			if c.n == 2 && errors.Is(err, transport.ErrSizeMismatch) {
+				return c.recheck(sig) // the peer sent data with its match (pairAllReduce)
+			}
 			return err
 		}
-		if bytes.Compare(got[:sigLen], cur[:sigLen]) < 0 {
-			copy(cur[:sigLen], got[:sigLen])
-		}
-		if bytes.Compare(got[sigLen:], cur[sigLen:]) > 0 {
-			copy(cur[sigLen:], got[sigLen:])
-		}
+		fold(cur, got)
 	}
+	return checkFolded(cur)
+}
+
+// fold folds a received match message (the lowest and the highest
+// signature its sender knows) into cur, the same for this rank.
+func fold(cur, got []byte) {
+	if bytes.Compare(got[:sigLen], cur[:sigLen]) < 0 {
+		copy(cur[:sigLen], got[:sigLen])
+	}
+	if bytes.Compare(got[sigLen:], cur[sigLen:]) > 0 {
+		copy(cur[sigLen:], got[sigLen:])
+	}
+}
+
+// checkFolded fails when the lowest and highest signature seen differ:
+// the ranks disagree.
+func checkFolded(cur []byte) error {
 	if !bytes.Equal(cur[:sigLen], cur[sigLen:]) {
 		return mismatch(cur[:sigLen], cur[sigLen:])
 	}
