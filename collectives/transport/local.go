@@ -8,9 +8,6 @@ import (
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
-// abortMemory is how many aborted collectives a Hub remembers.
-const abortMemory = 1 << 14
-
 // Hub connects the ranks of one in-process group. Send and Recv meet at the
 // hub (a rendezvous): whichever side arrives second copies the bytes straight
 // from the sender's slice into the receiver's, once, with no intermediate
@@ -21,8 +18,7 @@ type Hub struct {
 	mu      sync.Mutex
 	closed  []bool
 	queues  map[matchKey]*queue
-	aborted map[collKey]*AbortError
-	order   []collKey // aborted keys, oldest first, for the bounded memory
+	aborted Aborts
 	windows map[Tag]*window
 }
 
@@ -59,7 +55,6 @@ func NewHub(n int) *Hub {
 		n:       n,
 		closed:  make([]bool, n),
 		queues:  make(map[matchKey]*queue),
-		aborted: make(map[collKey]*AbortError),
 		windows: make(map[Tag]*window),
 	}
 }
@@ -221,7 +216,7 @@ func (h *Hub) checkLocked(rank, peer int, tag Tag) error {
 	if h.closed[rank] {
 		return ErrClosed
 	}
-	if a := h.aborted[keyOf(tag)]; a != nil {
+	if a := h.aborted.Of(tag); a != nil {
 		return a
 	}
 	if peer >= 0 && h.closed[peer] {
@@ -254,16 +249,10 @@ func (l *local) Abort(tag Tag, cause error) {
 	h := l.hub
 	h.mu.Lock()
 	k := keyOf(tag)
-	if h.aborted[k] != nil {
+	a := &AbortError{Origin: l.rank, Group: tag.Group, Seq: tag.Seq, Cause: cause}
+	if !h.aborted.Record(a, 0, true) {
 		h.mu.Unlock()
 		return
-	}
-	a := &AbortError{Origin: l.rank, Group: tag.Group, Seq: tag.Seq, Cause: cause}
-	h.aborted[k] = a
-	h.order = append(h.order, k)
-	if len(h.order) > abortMemory {
-		delete(h.aborted, h.order[0])
-		h.order = h.order[1:]
 	}
 	for mk, q := range h.queues {
 		if keyOf(mk.tag) == k {
