@@ -123,19 +123,20 @@ func TestR2TimelinesOnRealCollectives(t *testing.T) {
 	}
 }
 
-// expectFailure waits for y and checks that it failed with target.
+// expectFailure waits for y and checks that it failed with target, not
+// at its deadline.
 func expectFailure(t *testing.T, rank int, y *array.Array, target error) {
 	t.Helper()
-	_, err := array.ToFloat64(testenv.Ctx(t, 10*time.Second), y)
-	if !errors.Is(err, target) || !errors.Is(err, collectives.ErrReleased) {
-		t.Fatalf("rank %d: got %v, want an error matching %v and ErrReleased", rank, err, target)
+	_, err := array.ToFloat64(testenv.Ctx(t, 60*time.Second), y)
+	if !errors.Is(err, target) || !errors.Is(err, collectives.ErrReleased) || errors.Is(err, collectives.ErrTimeout) {
+		t.Fatalf("rank %d: got %v, want an error matching %v and ErrReleased (not the deadline)", rank, err, target)
 	}
 }
 
 // TestR18BadInputOnEveryRank: each kind of bad input fails on every rank,
-// within the deadline, with a testable error; then the group still works.
+// with a testable error, not at the deadline; then the group still works.
 func TestR18BadInputOnEveryRank(t *testing.T) {
-	w := newWorld(t, 3, collectives.WithMaxBytes(1<<20))
+	w := newWorld(t, 3, collectives.WithMaxBytes(1<<20), collectives.WithTimeout(30*time.Second))
 	cases := []struct {
 		name   string
 		target error
@@ -174,7 +175,6 @@ func TestR18BadInputOnEveryRank(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			start := time.Now()
 			outs := make([]*array.Array, len(w.groups))
 			for r, g := range w.groups {
 				y, err := c.call(r, g, w.s[r])
@@ -190,9 +190,6 @@ func TestR18BadInputOnEveryRank(t *testing.T) {
 				if y != nil {
 					expectFailure(t, r, y, c.target)
 				}
-			}
-			if time.Since(start) > 5*time.Second {
-				t.Fatalf("bad input took %v to surface", time.Since(start))
 			}
 		})
 	}
@@ -216,8 +213,8 @@ func TestR18BadInputOnEveryRank(t *testing.T) {
 }
 
 // TestRankFailsMidCollective: one rank leaves while the others are in an
-// all-reduce; they fail within the deadline, every fence is released, and
-// no goroutine is left behind.
+// all-reduce; they fail by its loss, not at their deadline, every fence is
+// released, and no goroutine is left behind.
 func TestRankFailsMidCollective(t *testing.T) {
 	before := runtime.NumGoroutine()
 	func() {
@@ -227,7 +224,7 @@ func TestRankFailsMidCollective(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rt.Close()
-		gs, err := collectives.Local(rt, 3, collectives.WithTimeout(5*time.Second))
+		gs, err := collectives.Local(rt, 3, collectives.WithTimeout(30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,18 +238,15 @@ func TestRankFailsMidCollective(t *testing.T) {
 			outs = append(outs, y)
 		}
 		time.Sleep(20 * time.Millisecond)
-		start := time.Now()
 		if err := gs[2].Close(); err != nil {
 			t.Fatal(err)
 		}
+		// The loss of rank 2, directly or as the cause of a survivor's abort.
 		for r, y := range outs {
-			_, err := array.ToFloat64(testenv.Ctx(t, 10*time.Second), y)
-			if !errors.Is(err, collectives.ErrPeerLost) && !errors.Is(err, collectives.ErrAborted) {
-				t.Fatalf("rank %d: %v, want ErrPeerLost or ErrAborted", r, err)
+			_, err := array.ToFloat64(testenv.Ctx(t, 60*time.Second), y)
+			if !errors.Is(err, collectives.ErrPeerLost) || errors.Is(err, collectives.ErrTimeout) {
+				t.Fatalf("rank %d: %v, want ErrPeerLost (not the deadline)", r, err)
 			}
-		}
-		if d := time.Since(start); d > 4*time.Second {
-			t.Fatalf("survivors took %v to fail", d)
 		}
 		deadline := time.Now().Add(2 * time.Second)
 		for testenv.Fences(t, rt).Live() != 0 && time.Now().Before(deadline) {
