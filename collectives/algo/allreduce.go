@@ -54,14 +54,15 @@ func (c *coll) allReduce(in, out []byte) error {
 		buf = widen(dt, in)
 		in = buf
 		dt = gpu.Float32
-	} else {
-		copyUnlessSame(out, in)
-		in = out // the ring reduces in place
 	}
 	var err error
 	if c.alg == Doubling {
+		copyUnlessSame(buf, in) // doubling reduces in place
 		err = c.doubling(dt, buf)
 	} else {
+		// The ring reads in and writes every block of buf (the
+		// reduce-scatter reduces in into it, the all-gather fills the
+		// rest), so buf needs no copy of in first.
 		err = c.ring(c.blockSpec(dt, 0, 2*c.n-2, in, buf))
 	}
 	if err == nil && isHalf(c.d.DType) {

@@ -35,6 +35,7 @@ func newColl(ctx context.Context, t transport.Transport, d Desc, kind Kind, opts
 	d.Kind = kind
 	c := &coll{ctx: ctx, t: t, d: d, o: buildOptions(opts), rank: t.Rank(), n: t.Size()}
 	c.pa, _ = t.(transport.PeerAccess)
+	c.o.chunkDefault(c.pa != nil)
 	return c
 }
 

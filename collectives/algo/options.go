@@ -41,8 +41,13 @@ const (
 	// DefaultDirectSmallBytes: direct all-reduces up to this size have every
 	// rank reduce the whole vector (two barriers, no slicing).
 	DefaultDirectSmallBytes = 16 << 10
-	// DefaultChunkBytes: the ring's pipelining unit.
+	// DefaultChunkBytes: the ring's pipelining unit over PeerAccess
+	// transports (in-process ranks).
 	DefaultChunkBytes = 128 << 10
+	// DefaultNetChunkBytes: the ring's pipelining unit over message
+	// transports (TCP), where each message costs syscalls, wake-ups and a
+	// round trip before its bytes move: larger chunks spend less per byte.
+	DefaultNetChunkBytes = 1 << 20
 )
 
 // Options tune the algorithms. Every rank of a group must use the same
@@ -70,7 +75,8 @@ func WithSmallBytes(n int) Option {
 // WithDirectSmallBytes sets DirectSmallBytes alone.
 func WithDirectSmallBytes(n int) Option { return func(o *Options) { o.DirectSmallBytes = n } }
 
-// WithChunkBytes sets the ring chunk size in bytes (0: default).
+// WithChunkBytes sets the ring chunk size in bytes (0: default,
+// DefaultChunkBytes over PeerAccess, DefaultNetChunkBytes over messages).
 func WithChunkBytes(n int) Option { return func(o *Options) { o.ChunkBytes = n } }
 
 // WithOptions copies a whole Options value.
@@ -89,8 +95,17 @@ func buildOptions(opts []Option) Options {
 	if o.DirectSmallBytes == 0 {
 		o.DirectSmallBytes = DefaultDirectSmallBytes
 	}
-	if o.ChunkBytes <= 0 {
-		o.ChunkBytes = DefaultChunkBytes
-	}
 	return o
+}
+
+// chunkDefault fills in the default chunk size for a transport with
+// (peerAccess) or without PeerAccess.
+func (o *Options) chunkDefault(peerAccess bool) {
+	if o.ChunkBytes > 0 {
+		return
+	}
+	o.ChunkBytes = DefaultChunkBytes
+	if !peerAccess {
+		o.ChunkBytes = DefaultNetChunkBytes
+	}
 }

@@ -9,10 +9,18 @@ import (
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
+// ringDepth is how many sends, and how many receives, each direction of
+// the ring keeps in flight: over a network a message costs a round trip
+// before its bytes move (the receiver's go-ahead), and several in flight
+// hide it behind the others' bytes. Each in-flight message has a tag of its
+// own (ringLane.tag), so the transport never has two calls of one tag
+// outstanding, and a tag's messages stay in order.
+const ringDepth = 4
+
 // ringSlots is how many receive buffers of one chunk each direction of the
-// reduce-scatter keeps: the receiver fills one while the reducer folds
-// another and the sender forwards a third.
-const ringSlots = 4
+// reduce-scatter keeps: ringDepth being filled, one being folded by the
+// reducer and one to spare.
+const ringSlots = ringDepth + 2
 
 // ringSpec is one run of the bidirectional ring over n blocks.
 //
@@ -42,6 +50,77 @@ type ringSpec struct {
 type ringItem struct {
 	g, b, lo, hi int
 	slot         []byte // reduce-scatter: where the chunk was received
+	op           *ringOp
+}
+
+// ringOp is one transport call of a lane, run on a goroutine of its own:
+// done is closed when it has returned, with err.
+type ringOp struct {
+	done chan struct{}
+	err  error
+}
+
+// startOp runs f on a goroutine and returns its ringOp.
+func startOp(f func() error) *ringOp {
+	o := &ringOp{done: make(chan struct{})}
+	go func() {
+		o.err = f()
+		close(o.done)
+	}()
+	return o
+}
+
+// wait waits for o to return (or ctx to end) and returns its error.
+func (o *ringOp) wait(ctx context.Context) error {
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		return transport.CtxError(ctx)
+	}
+}
+
+// window is a lane's calls in flight of one kind (sends or receives), at
+// most ringDepth, oldest first: the k-th call of the lane uses tag step
+// k mod ringDepth, and starts only once the call ringDepth before it (the
+// last one on that tag) has returned.
+type window struct {
+	ops [ringDepth]*ringOp
+	k   int
+}
+
+// next waits until the k-th call may start and returns its tag index.
+func (w *window) next(ctx context.Context) (int, error) {
+	i := w.k % ringDepth
+	if o := w.ops[i]; o != nil {
+		if err := o.wait(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return i, nil
+}
+
+// started records the k-th call.
+func (w *window) started(o *ringOp) {
+	w.ops[w.k%ringDepth] = o
+	w.k++
+}
+
+// drain waits for every call still in flight and returns the first error.
+// After a failure the caller fails the lane's tasks first: that ends the
+// context the calls run under, so they return at once. Their buffers are
+// the caller's again after drain.
+func (w *window) drain() error {
+	var first error
+	for _, o := range w.ops {
+		if o != nil {
+			<-o.done
+			if first == nil {
+				first = o.err
+			}
+		}
+	}
+	return first
 }
 
 // ring runs spec in both directions at once.
@@ -80,6 +159,7 @@ func (c *coll) ringDir(ctx context.Context, spec ringSpec, dirIdx, d int, fail f
 		// slots still held by unreduced items after a failure are dropped.
 		defer l.drainSlots()
 	}
+	l.fail = fail
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -102,10 +182,9 @@ type ringLane struct {
 	c          *coll
 	spec       *ringSpec
 	dirIdx     int
-	d          int    // +1 or -1: the direction's step through the ranks
-	next, prev int    // the ranks sent to and received from
-	step       uint32 // the tag step of this direction's messages
-	total      int    // chunks received over the run
+	d          int // +1 or -1: the direction's step through the ranks
+	next, prev int // the ranks sent to and received from
+	total      int // chunks received over the run
 	// items carries each received chunk to the reducer; ready tells the
 	// sender that one more chunk is reduced (or passed on). Both hold
 	// total, so neither send blocks.
@@ -113,6 +192,8 @@ type ringLane struct {
 	ready chan struct{}
 	// free holds the reduce-scatter receive slots not in use.
 	free chan []byte
+	// fail fails the run's tasks (ending the context of every call).
+	fail func(error)
 }
 
 // newRingLane returns direction dirIdx (d = +1 or -1) of spec's run and the
@@ -129,7 +210,6 @@ func (c *coll) newRingLane(spec *ringSpec, dirIdx, d int) (*ringLane, int) {
 		c: c, spec: spec, dirIdx: dirIdx, d: d,
 		next:  mod(r+d, n),
 		prev:  mod(r-d, n),
-		step:  stepData + uint32(dirIdx),
 		total: total,
 		items: make(chan ringItem, total),
 		ready: make(chan struct{}, total),
@@ -156,10 +236,23 @@ func (l *ringLane) drainSlots() {
 	}
 }
 
-// send sends each step's block, chunk by chunk; past the first step, a
-// chunk waits until the reducer is done with the chunk it replaces.
-func (l *ringLane) send(ctx context.Context) error {
+// tag is the tag of the lane's messages with tag index i (< ringDepth).
+func (l *ringLane) tag(i int) transport.Tag {
+	return l.c.tag(stepData + uint32(l.dirIdx*ringDepth+i))
+}
+
+// send sends each step's block, chunk by chunk, up to ringDepth chunks in
+// flight; past the first step, a chunk waits until the reducer is done
+// with the chunk it replaces.
+func (l *ringLane) send(ctx context.Context) (err error) {
 	c, spec := l.c, l.spec
+	var w window
+	defer func() {
+		l.fail(err) // first, so that the calls in flight end at once
+		if e := w.drain(); err == nil {
+			err = e
+		}
+	}()
 	for g := spec.g0; g < spec.g1; g++ {
 		b := mod(c.rank-l.d*(g+1), c.n)
 		var src []byte
@@ -176,20 +269,31 @@ func (l *ringLane) send(ctx context.Context) error {
 					return transport.CtxError(ctx)
 				}
 			}
-			if err := c.t.Send(ctx, l.next, c.tag(l.step), src[lo:min(lo+spec.chunk, len(src))]); err != nil {
+			i, err := w.next(ctx)
+			if err != nil {
 				return err
 			}
+			tag, piece := l.tag(i), src[lo:min(lo+spec.chunk, len(src))]
+			w.started(startOp(func() error { return c.t.Send(ctx, l.next, tag, piece) }))
 		}
 	}
 	return nil
 }
 
-// recv receives each step's block, chunk by chunk: into a free slot during
-// the reduce-scatter, in place during the all-gather, and hands each chunk
-// to the reducer.
-func (l *ringLane) recv(ctx context.Context) error {
+// recv receives each step's block, chunk by chunk, up to ringDepth chunks
+// in flight: into a free slot during the reduce-scatter, in place during
+// the all-gather, and hands each chunk to the reducer, in order, as soon as
+// its receive has started.
+func (l *ringLane) recv(ctx context.Context) (err error) {
 	c, spec := l.c, l.spec
 	rsEnd := c.n - 1
+	var w window
+	defer func() {
+		l.fail(err) // first, so that the calls in flight end at once
+		if e := w.drain(); err == nil {
+			err = e
+		}
+	}()
 	for g := spec.g0; g < spec.g1; g++ {
 		b := mod(c.rank-l.d*(g+2), c.n)
 		dst := spec.half(spec.acc(b), l.dirIdx)
@@ -204,9 +308,13 @@ func (l *ringLane) recv(ctx context.Context) error {
 				}
 				into = it.slot[:it.hi-it.lo]
 			}
-			if err := c.t.Recv(ctx, l.prev, c.tag(l.step), into); err != nil {
+			i, err := w.next(ctx)
+			if err != nil {
 				return err
 			}
+			tag := l.tag(i)
+			it.op = startOp(func() error { return c.t.Recv(ctx, l.prev, tag, into) })
+			w.started(it.op)
 			l.items <- it // never blocks: capacity total
 		}
 	}
@@ -223,6 +331,9 @@ func (l *ringLane) reduce(ctx context.Context) error {
 		case it = <-l.items:
 		case <-ctx.Done():
 			return transport.CtxError(ctx)
+		}
+		if err := it.op.wait(ctx); err != nil {
+			return err
 		}
 		if it.slot != nil {
 			dst := spec.half(spec.acc(it.b), l.dirIdx)[it.lo:it.hi]
