@@ -12,7 +12,7 @@ const (
 	DefaultMaxFrame     = 1 << 20
 	DefaultMaxBuffered  = 4 << 20
 	DefaultEagerMax     = 64 << 10
-	DefaultConnsPerPeer = 1
+	DefaultConnsPerPeer = 2
 	DefaultPeerTimeout  = time.Second
 	// DefaultHandshakeTimeout bounds one connection's handshake.
 	DefaultHandshakeTimeout = 5 * time.Second
@@ -54,7 +54,10 @@ type Config struct {
 	// DefaultEagerMax (capped by the peer's MaxFrame and MaxBuffered).
 	EagerMax int
 	// ConnsPerPeer is the number of TCP connections per pair of ranks;
-	// a message travels on the connection its tag hashes to. Default 1.
+	// a message travels on the connection its tag maps to (a collective's
+	// steps take the connections in turn). Several let large messages of
+	// different tags move at once (one connection's bytes are copied by
+	// one sender and one reader at a time). Default DefaultConnsPerPeer.
 	ConnsPerPeer int
 	// PeerTimeout is how long a peer may stay silent before it is lost:
 	// its pending and future operations fail with transport.ErrPeerLost.

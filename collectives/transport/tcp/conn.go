@@ -412,14 +412,51 @@ func (c *conn) readLoop() {
 		c.mu.Unlock()
 		if !dead {
 			var pe protoError
-			if errors.As(err, &pe) {
+			switch {
+			case errors.As(err, &pe):
 				c.p.protocol(pe.err)
-			} else {
+			case errors.Is(err, io.EOF):
+				c.p.ended(c, readError(err))
+			default:
 				c.p.lose(readError(err))
 			}
 		}
 		return
 	}
+}
+
+// endGrace bounds how long a peer whose connection ended cleanly (EOF)
+// waits for its other connections to end too.
+const endGrace = 100 * time.Millisecond
+
+// ended loses p once connection c has ended cleanly (the peer closed it,
+// having written everything before): at once where c was the only one,
+// else once p's other connections have ended too, or after endGrace. A
+// peer that goes closes all its connections, and each delivers what was
+// written on it before its end: what the peer sent on another connection
+// before it went is read, not dropped with the loss.
+func (p *peer) ended(c *conn, cause error) {
+	deadline := time.Now().Add(endGrace)
+	for _, o := range p.conns {
+		if o != nil && o != c {
+			o.drain()
+		}
+	}
+	for time.Now().Before(deadline) && !p.t.closed.Load() {
+		open := false
+		for _, o := range p.conns {
+			if o != nil && o != c {
+				o.mu.Lock()
+				open = open || !o.dead
+				o.mu.Unlock()
+			}
+		}
+		if !open {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.lose(cause)
 }
 
 func readError(err error) error {

@@ -122,7 +122,7 @@ func FuzzHandshake(f *testing.F) {
 	f.Add(append(ch.encode(), v.encode()...))
 	f.Add([]byte("CHTP"))
 	f.Add(bytes.Repeat([]byte{0}, 2*hsSize))
-	cfg := Config{Size: 2, Group: 77, Addrs: []string{"x:1", "x:2"}, Secret: testSecret}
+	cfg := Config{Size: 2, Group: 77, Addrs: []string{"x:1", "x:2"}, Secret: testSecret, ConnsPerPeer: 1}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if m, err := decodeHS(b); err == nil {
 			if out := m.encode(); !bytes.Equal(out, b) {
@@ -189,7 +189,7 @@ func feed(b []byte, side func(net.Conn) error) error {
 // is a pipe: the caller plays rank 1 on far.
 func pipeTransport(t *testing.T) (tr *Transport, far net.Conn) {
 	cfg, err := Config{Size: 2, Group: 1, Addrs: []string{"x:1", "x:2"}, Secret: testSecret,
-		MaxFrame: minFrame, MaxBuffered: 64 << 10, EagerMax: 1024}.normalize()
+		ConnsPerPeer: 1, MaxFrame: minFrame, MaxBuffered: 64 << 10, EagerMax: 1024}.normalize()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 // dialer sent: hello then proof.
 func recordedHandshake(t *testing.T, addrs []string) []byte {
 	t.Helper()
-	cfg := Config{Rank: 0, Size: 3, Group: 77, Addrs: addrs, Secret: testSecret}
+	cfg := Config{Rank: 0, Size: 3, Group: 77, Addrs: addrs, Secret: testSecret, ConnsPerPeer: 1}
 	dcfg, _ := cfg.normalize()
 	cfg.Rank = 2
 	acfg, _ := cfg.normalize()
@@ -117,7 +117,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	var count atomic.Int64
 	cfgOf := func(r int) Config {
 		return Config{Rank: r, Size: n, Group: 77, Addrs: addrs, Secret: testSecret,
-			HandshakeTimeout: 500 * time.Millisecond,
+			ConnsPerPeer: 1, HandshakeTimeout: 500 * time.Millisecond,
 			OnRefused: func(err error) {
 				refusedMu.Lock()
 				refused = append(refused, err.Error())

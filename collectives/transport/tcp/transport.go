@@ -273,17 +273,20 @@ func (p *peer) arrivedLocked(tag transport.Tag) bool {
 }
 
 // connFor picks the connection of tag: one tag always travels on one
-// connection, so its messages stay in order.
+// connection, so its messages stay in order. A collective's steps go
+// round the connections from a place its (Group, Seq) hashes to, so that
+// the messages of consecutive steps (a ring's chunks in flight) spread
+// evenly over them.
 func (p *peer) connFor(tag transport.Tag) *conn {
 	n := len(p.conns)
 	if n == 1 {
 		return p.conns[0]
 	}
-	h := tag.Group*0x9E3779B97F4A7C15 ^ tag.Seq*0xC2B2AE3D27D4EB4F ^ uint64(tag.Step)*0x165667B19E3779F9
+	h := tag.Group*0x9E3779B97F4A7C15 ^ tag.Seq*0xC2B2AE3D27D4EB4F
 	h ^= h >> 31
 	h *= 0xBF58476D1CE4E5B9
 	h ^= h >> 29
-	return p.conns[h%uint64(n)]
+	return p.conns[(h%uint64(n)+uint64(tag.Step))%uint64(n)]
 }
 
 // writeErr turns a failed write into the error the caller returns.
