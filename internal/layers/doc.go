@@ -13,6 +13,7 @@
 //	7  array                                    arrays on streams
 //	8  collectives/reduce, collectives/transport
 //	9  collectives/algo, collectives/transport/transporttest, collectives/transport/tcp
+//	9  collectives/transport/shm                the shared-memory transport (ranks of one host)
 //	9  collectives/cluster                      a rank's control-plane node: rendezvous, peer watch
 //	10 collectives                              Group, the ops as choreographies
 //	11 choreotest                               the actor-level test kit

@@ -25,7 +25,7 @@ var layer = map[string]int{
 	"fence":              6,
 	"array":              7,
 	"collectives/reduce": 8, "collectives/transport": 8,
-	"collectives/algo": 9, "collectives/transport/transporttest": 9, "collectives/transport/tcp": 9,
+	"collectives/algo": 9, "collectives/transport/transporttest": 9, "collectives/transport/tcp": 9, "collectives/transport/shm": 9,
 	"collectives/cluster": 9,
 	"collectives":         10,
 	"choreotest":          11,

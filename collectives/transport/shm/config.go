@@ -1,0 +1,146 @@
+package shm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// Defaults of Config's limits.
+const (
+	DefaultSlotSize    = 256 << 10
+	DefaultSlots       = 16
+	DefaultEagerMax    = 64 << 10
+	DefaultMaxBuffered = 4 << 20
+	DefaultPeerTimeout = time.Second
+	// DefaultHandshakeTimeout bounds one connection's handshake.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// MinSecret is the shortest Secret accepted.
+	MinSecret = 16
+	// MaxRun is the longest Run accepted.
+	MaxRun = 64
+
+	// Bounds of the ring geometry: a region holds two rings of Slots
+	// slots of SlotSize bytes (plus a slot header each).
+	minSlotSize = 4 << 10
+	maxSlotSize = 16 << 20
+	minSlots    = 2
+	maxSlots    = 1024
+	maxRegion   = 1 << 30
+)
+
+// Config describes one rank of a group whose ranks are processes of one
+// host. Every rank of a group is given the same Size, Group, Run and
+// Secret; the limits may differ (the lower rank of a pair creates its
+// region with its own SlotSize and Slots, and each side announces its own
+// MaxBuffered in the handshake). Zero limits take the defaults.
+type Config struct {
+	// Rank is this endpoint's rank, 0 <= Rank < Size.
+	Rank, Size int
+	// Group and Run name this run: with the rank they name each rank's
+	// rendezvous socket, and a rank of another group is refused.
+	Group uint64
+	Run   string
+	// Secret is shared by the ranks of the group (at least MinSecret
+	// bytes); the handshake proves it, never sends it, and a region is
+	// handed only to a peer that proved it.
+	Secret []byte
+
+	// SlotSize is the payload bytes of one ring slot (a multiple of 64);
+	// large messages travel in slots of this size. Default
+	// DefaultSlotSize.
+	SlotSize int
+	// Slots is the number of slots of each ring (one ring per direction
+	// of a pair). Default DefaultSlots.
+	Slots int
+	// EagerMax is the largest message sent before its Recv is posted,
+	// when the receiver's window has room; it is capped by the pair's
+	// SlotSize. Larger ones wait for the Recv. Default DefaultEagerMax.
+	EagerMax int
+	// MaxBuffered bounds, per peer, the bytes this rank holds for Recvs
+	// not posted yet (each message counts 64 bytes more); a sender that
+	// would exceed it waits for the Recv instead. Default
+	// DefaultMaxBuffered.
+	MaxBuffered int
+	// PeerTimeout is how long a peer may stay silent before it is lost.
+	// A peer whose process ends is lost at once (its socket closes).
+	// Default DefaultPeerTimeout.
+	PeerTimeout time.Duration
+	// HeartbeatInterval is how often idle peers are pinged and their
+	// silence is checked; at most PeerTimeout/3. Default PeerTimeout/4.
+	HeartbeatInterval time.Duration
+	// HandshakeTimeout bounds each connection's handshake. Default
+	// DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+
+	// OnRefused, if set, is called (from a connection's goroutine, during
+	// Connect; it must not block) with the reason each refused connection
+	// was refused. The package itself never logs.
+	OnRefused func(error)
+}
+
+// normalize checks c and fills in the defaults.
+func (c Config) normalize() (Config, error) {
+	bad := func(format string, a ...any) (Config, error) {
+		return c, fmt.Errorf("shm: rank %d: config: %w: %s", c.Rank, transport.ErrBadArgument, fmt.Sprintf(format, a...))
+	}
+	if c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size {
+		return bad("rank %d of size %d", c.Rank, c.Size)
+	}
+	if len(c.Secret) < MinSecret {
+		return bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
+	}
+	if len(c.Run) > MaxRun {
+		return bad("run name of %d bytes, want at most %d", len(c.Run), MaxRun)
+	}
+	for _, r := range c.Run {
+		if r <= ' ' || r > '~' || r == '/' {
+			return bad("run name %q: want printable ASCII without spaces or slashes", c.Run)
+		}
+	}
+	c.Secret = append([]byte(nil), c.Secret...)
+	if c.SlotSize == 0 {
+		c.SlotSize = DefaultSlotSize
+	}
+	if c.SlotSize < minSlotSize || c.SlotSize > maxSlotSize || c.SlotSize%64 != 0 {
+		return bad("SlotSize %d: want a multiple of 64 in [%d, %d]", c.SlotSize, minSlotSize, maxSlotSize)
+	}
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.Slots < minSlots || c.Slots > maxSlots {
+		return bad("Slots %d outside [%d, %d]", c.Slots, minSlots, maxSlots)
+	}
+	if regionSize(c.SlotSize, c.Slots) > maxRegion {
+		return bad("%d slots of %d bytes: region over %d bytes", c.Slots, c.SlotSize, maxRegion)
+	}
+	if c.EagerMax == 0 {
+		c.EagerMax = DefaultEagerMax
+	}
+	if c.EagerMax < 0 {
+		return bad("EagerMax %d", c.EagerMax)
+	}
+	if c.MaxBuffered == 0 {
+		c.MaxBuffered = DefaultMaxBuffered
+	}
+	if c.MaxBuffered < msgOverhead || c.MaxBuffered > maxRegion {
+		return bad("MaxBuffered %d outside [%d, %d]", c.MaxBuffered, msgOverhead, maxRegion)
+	}
+	if c.PeerTimeout == 0 {
+		c.PeerTimeout = DefaultPeerTimeout
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.PeerTimeout / 4
+	}
+	if c.PeerTimeout < 0 || c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.PeerTimeout/3 {
+		return bad("HeartbeatInterval %v for PeerTimeout %v (want 0 < interval <= timeout/3)", c.HeartbeatInterval, c.PeerTimeout)
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.HandshakeTimeout < 0 {
+		return bad("HandshakeTimeout %v", c.HandshakeTimeout)
+	}
+	return c, nil
+}

@@ -1,0 +1,519 @@
+package shm
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"golang.org/x/sys/unix"
+)
+
+// maxHandshakes bounds the handshakes an acceptor runs at once; more
+// connections are closed unread.
+const maxHandshakes = 64
+
+// aLongTimeAgo is a deadline that wakes a blocked socket call at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Connect builds this rank's part of the full mesh and returns its
+// endpoint once every pair is connected: it binds its rendezvous socket
+// (an abstract name of Run, Group and Rank), accepts each higher rank
+// there and dials each lower one (retrying until the peer listens), runs
+// the handshake on each (see handshake.go), and maps each pair's region:
+// the lower rank creates it after the higher proved the secret and hands
+// it over the socket. Connections that fail the handshake are refused and
+// counted (Stats.Refused; Config.OnRefused) and change nothing. The
+// rendezvous socket closes when Connect returns. ctx bounds the whole; on
+// failure everything is closed and unmapped and the error names the peers
+// still missing.
+func Connect(ctx context.Context, cfg Config) (*Transport, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	if err := supported(); err != nil {
+		return nil, err
+	}
+	t := newTransport(cfg)
+	if cfg.Size == 1 {
+		t.start()
+		return t, nil
+	}
+	m := &mesh{t: t, full: make(chan struct{}), need: cfg.Size - 1, taken: make(map[int]bool), errs: make(map[int]error)}
+	sctx, cancel := context.WithCancel(ctx)
+	var ln *net.UnixListener
+	if cfg.Rank < cfg.Size-1 {
+		name := sockName(cfg.Run, cfg.Group, cfg.Rank)
+		ln, err = net.ListenUnix(network, &net.UnixAddr{Name: name, Net: network})
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("shm: rank %d: listen on %q (a live process of this run and group holds the name?): %w",
+				cfg.Rank, name, err)
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.acceptLoop(sctx, ln)
+		}()
+	}
+	for p := range cfg.Rank {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.dialLoop(sctx, p)
+		}()
+	}
+	select {
+	case <-m.full:
+	case <-ctx.Done():
+	}
+	cancel()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	m.wg.Wait()
+	if missing := m.missing(); missing != "" {
+		cerr := transport.CtxError(ctx)
+		if cerr == nil {
+			cerr = errors.New("incomplete")
+		}
+		_ = t.Close()
+		return nil, fmt.Errorf("shm: rank %d: connect: %w; not connected: %s", cfg.Rank, cerr, missing)
+	}
+	t.start()
+	return t, nil
+}
+
+// mesh is the state of one Connect.
+type mesh struct {
+	t    *Transport
+	wg   sync.WaitGroup
+	full chan struct{}
+
+	mu    sync.Mutex
+	need  int
+	have  int
+	taken map[int]bool  // peers whose handshake passed the proof
+	errs  map[int]error // last failure per peer
+}
+
+// reserve claims peer p for an authenticated connection.
+func (m *mesh) reserve(p int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.taken[p] {
+		return false
+	}
+	m.taken[p] = true
+	return true
+}
+
+func (m *mesh) unreserve(p int) {
+	m.mu.Lock()
+	delete(m.taken, p)
+	m.mu.Unlock()
+}
+
+// attach installs peer p's socket and region.
+func (m *mesh) attach(p int, nc *net.UnixConn, mem []byte, g geometry, window int) error {
+	s, err := newSock(m.t, nc)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.t.peers[p].attach(s, mem, g, window)
+	delete(m.errs, p)
+	m.have++
+	if m.have == m.need {
+		close(m.full)
+	}
+	return nil
+}
+
+func (m *mesh) noteErr(p int, err error) {
+	m.mu.Lock()
+	m.errs[p] = err
+	m.mu.Unlock()
+}
+
+// missing names the peers not connected.
+func (m *mesh) missing() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, p := range m.t.peers {
+		if p == nil || p.sock != nil {
+			continue
+		}
+		s := fmt.Sprintf("rank %d", p.rank)
+		if e := m.errs[p.rank]; e != nil {
+			s += " (" + e.Error() + ")"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}
+
+// refuse counts a refused connection and reports it to OnRefused.
+func (m *mesh) refuse(err error) {
+	m.t.refused.Add(1)
+	if f := m.t.cfg.OnRefused; f != nil {
+		f(fmt.Errorf("shm: rank %d: refused a connection: %w", m.t.rank, err))
+	}
+}
+
+// acceptLoop accepts connections until the listener closes.
+func (m *mesh) acceptLoop(ctx context.Context, ln *net.UnixListener) {
+	sem := make(chan struct{}, maxHandshakes)
+	for {
+		nc, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// A transient failure (out of descriptors): pause briefly.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			_ = nc.Close()
+			m.refuse(errors.New("too many handshakes at once"))
+			continue
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer func() { <-sem }()
+			if err := m.acceptOne(ctx, nc); err != nil {
+				_ = nc.Close()
+				m.refuse(err)
+			}
+		}()
+	}
+}
+
+// bound gives nc the handshake's deadline, and a deadline in the past once
+// ctx ends; the returned func undoes the latter and reports whether ctx
+// ended first.
+func (t *Transport) bound(ctx context.Context, nc net.Conn) func() bool {
+	_ = nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	return context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+}
+
+func (m *mesh) acceptOne(ctx context.Context, nc *net.UnixConn) error {
+	t := m.t
+	stop := t.bound(ctx, nc)
+	h, mem, g, win, err := t.acceptHandshake(nc, m)
+	if !stop() && err == nil {
+		err = transport.CtxError(ctx)
+	}
+	if err == nil {
+		_ = nc.SetDeadline(time.Time{})
+		err = m.attach(h, nc, mem, g, win)
+	}
+	if err != nil && mem != nil {
+		unmap(mem)
+		m.unreserve(h)
+	}
+	return err
+}
+
+// dialLoop dials peer p until the pair is connected or ctx ends.
+func (m *mesh) dialLoop(ctx context.Context, p int) {
+	backoff := time.Millisecond
+	for {
+		err := m.dialOne(ctx, p)
+		if err == nil {
+			return
+		}
+		m.noteErr(p, err)
+		tm := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return
+		case <-tm.C:
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+func (m *mesh) dialOne(ctx context.Context, p int) error {
+	t := m.t
+	addr := &net.UnixAddr{Name: sockName(t.cfg.Run, t.cfg.Group, p), Net: network}
+	nc, err := net.DialUnix(network, nil, addr)
+	if err != nil {
+		return err
+	}
+	stop := t.bound(ctx, nc)
+	mem, g, win, err := t.dialHandshake(nc, p)
+	if !stop() && err == nil {
+		err = transport.CtxError(ctx)
+	}
+	if err == nil {
+		_ = nc.SetDeadline(time.Time{})
+		err = m.attach(p, nc, mem, g, win)
+	}
+	if err != nil {
+		unmap(mem)
+		_ = nc.Close()
+		return fmt.Errorf("%s: %w", addr.Name, err)
+	}
+	return nil
+}
+
+func nonce() [32]byte {
+	var n [32]byte
+	_, _ = rand.Read(n[:])
+	return n
+}
+
+// ourHello is the message this rank sends as a dialer (hello) or acceptor
+// (challenge) to peer.
+func (t *Transport) ourHello(kind uint8, peer int) hsMsg {
+	return hsMsg{
+		Version:  protoVersion,
+		Kind:     kind,
+		Group:    t.cfg.Group,
+		From:     uint32(t.rank),
+		To:       uint32(peer),
+		Size:     uint32(t.size),
+		Window:   uint32(t.cfg.MaxBuffered),
+		SlotSize: uint32(t.cfg.SlotSize),
+		Slots:    uint32(t.cfg.Slots),
+		Run:      runHash(t.cfg.Run),
+		Nonce:    nonce(),
+	}
+}
+
+// readHS reads one handshake message of kind kind.
+func readHS(nc *net.UnixConn, kind uint8) (hsMsg, []byte, error) {
+	b := make([]byte, hsSize+1)
+	n, err := nc.Read(b)
+	if err != nil {
+		return hsMsg{}, nil, err
+	}
+	b = b[:n]
+	msg, err := decodeHS(b, kind)
+	return msg, b, err
+}
+
+// dialHandshake runs the dialer's side on nc: hello, challenge, proof,
+// verdict (with the region), ready. It returns the mapped region and the
+// peer's window.
+func (t *Transport) dialHandshake(nc *net.UnixConn, p int) (mem []byte, g geometry, window int, err error) {
+	hello := t.ourHello(hsHello, p)
+	hb := hello.encode()
+	if _, err := nc.Write(hb); err != nil {
+		return nil, g, 0, err
+	}
+	ch, cb, err := readHS(nc, hsChallenge)
+	if err != nil {
+		return nil, g, 0, err
+	}
+	if ch.Status != stOK {
+		return nil, g, 0, refusal(ch.Status)
+	}
+	switch {
+	case ch.Version != protoVersion:
+		return nil, g, 0, fmt.Errorf("%w: version %d", errHandshake, ch.Version)
+	case ch.Group != t.cfg.Group || ch.Run != hello.Run:
+		return nil, g, 0, fmt.Errorf("%w: group %d or run differs (want group %d)", errHandshake, ch.Group, t.cfg.Group)
+	case ch.From != uint32(p) || ch.To != uint32(t.rank):
+		return nil, g, 0, fmt.Errorf("%w: ranks %d->%d, want %d->%d", errHandshake, ch.From, ch.To, p, t.rank)
+	case ch.Size != uint32(t.size) || !windowOK(ch.Window):
+		return nil, g, 0, fmt.Errorf("%w: configuration differs", errHandshake)
+	}
+	proof := hsMsg{Version: protoVersion, Kind: hsProof, Nonce: handshakeMAC(t.cfg.Secret, labelDialer, hb, cb)}
+	if _, err := nc.Write(proof.encode()); err != nil {
+		return nil, g, 0, err
+	}
+	v, fd, err := readVerdict(nc)
+	if err != nil {
+		return nil, g, 0, err
+	}
+	if v.Status != stOK {
+		closeFD(fd)
+		return nil, g, 0, refusal(v.Status)
+	}
+	want := handshakeMAC(t.cfg.Secret, labelAcceptor, hb, cb)
+	if !hmac.Equal(v.Nonce[:], want[:]) {
+		closeFD(fd)
+		return nil, g, 0, fmt.Errorf("%w: the peer does not know the secret", errHandshake)
+	}
+	if fd < 0 {
+		return nil, g, 0, fmt.Errorf("%w: no region with the verdict", errHandshake)
+	}
+	mem, g, err = mapPeerRegion(fd, int(ch.SlotSize), int(ch.Slots), t.cfg.Group, p, t.rank)
+	ready := hsMsg{Version: protoVersion, Kind: hsReady}
+	if err != nil {
+		ready.Status = stRegion
+		_, _ = nc.Write(ready.encode())
+		return nil, g, 0, err
+	}
+	if _, err := nc.Write(ready.encode()); err != nil {
+		unmap(mem)
+		return nil, g, 0, err
+	}
+	return mem, g, int(ch.Window), nil
+}
+
+// mapPeerRegion maps the region a lower rank handed over and checks its
+// header; it closes fd.
+func mapPeerRegion(fd, slotSize, slots int, group uint64, low, high int) ([]byte, geometry, error) {
+	defer closeFD(fd)
+	if slotSize < minSlotSize || slotSize > maxSlotSize || slotSize%64 != 0 || slots < minSlots || slots > maxSlots ||
+		regionSize(slotSize, slots) > maxRegion {
+		return nil, geometry{}, fmt.Errorf("region of %d slots of %d bytes out of bounds", slots, slotSize)
+	}
+	mem, err := openRegion(fd, regionSize(slotSize, slots))
+	if err != nil {
+		return nil, geometry{}, err
+	}
+	g, err := readHeader(mem, group, low, high)
+	if err != nil {
+		unmap(mem)
+		return nil, g, fmt.Errorf("region: %w", err)
+	}
+	return mem, g, nil
+}
+
+// readVerdict reads the verdict and the descriptor that comes with it (-1
+// if none).
+func readVerdict(nc *net.UnixConn) (hsMsg, int, error) {
+	b := make([]byte, hsSize+1)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := nc.ReadMsgUnix(b, oob)
+	if err != nil {
+		return hsMsg{}, -1, err
+	}
+	fds, err := rights(oob[:oobn])
+	if err != nil {
+		return hsMsg{}, -1, err
+	}
+	fd := -1
+	for i, f := range fds {
+		if i == 0 {
+			fd = f
+		} else {
+			closeFD(f)
+		}
+	}
+	v, err := decodeHS(b[:n], hsVerdict)
+	if err == nil && len(fds) > 1 {
+		err = fmt.Errorf("%w: %d descriptors with the verdict", errHandshake, len(fds))
+	}
+	if err != nil {
+		closeFD(fd)
+		return v, -1, err
+	}
+	return v, fd, nil
+}
+
+// rights returns the descriptors of the SCM_RIGHTS messages in oob.
+func rights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("control message: %w", err)
+	}
+	var fds []int
+	for i := range msgs {
+		f, err := unix.ParseUnixRights(&msgs[i])
+		if err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds, nil
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		_ = unix.Close(fd)
+	}
+}
+
+// acceptHandshake runs the acceptor's side on nc; once the dialer h has
+// proved the secret it reserves h, creates the pair's region and hands it
+// over. It returns h, the region and h's window; on failure after the
+// region was made, the region too (the caller unmaps it).
+func (t *Transport) acceptHandshake(nc *net.UnixConn, m *mesh) (h int, mem []byte, g geometry, window int, err error) {
+	hello, hb, err := readHS(nc, hsHello)
+	if err != nil {
+		return 0, nil, g, 0, err
+	}
+	h = int(hello.From)
+	ch := t.ourHello(hsChallenge, h)
+	var why error
+	switch {
+	case hello.Version != protoVersion:
+		ch.Status, why = stVersion, fmt.Errorf("version %d", hello.Version)
+	case hello.Group != t.cfg.Group || hello.Run != ch.Run:
+		ch.Status, why = stGroup, fmt.Errorf("group %d or run differs (a rank of another run?)", hello.Group)
+	case hello.To != uint32(t.rank) || hello.From <= uint32(t.rank) || hello.From >= uint32(t.size):
+		ch.Status, why = stRank, fmt.Errorf("ranks %d->%d", hello.From, hello.To)
+	case hello.Size != uint32(t.size) || !windowOK(hello.Window):
+		ch.Status, why = stConfig, errors.New("configuration differs")
+	}
+	if why != nil {
+		ch.Nonce = [32]byte{}
+		_, _ = nc.Write(ch.encode())
+		return 0, nil, g, 0, fmt.Errorf("%s: %w", statusText[ch.Status], why)
+	}
+	cb := ch.encode()
+	if _, err := nc.Write(cb); err != nil {
+		return 0, nil, g, 0, err
+	}
+	proof, _, err := readHS(nc, hsProof)
+	if err != nil {
+		return 0, nil, g, 0, err
+	}
+	want := handshakeMAC(t.cfg.Secret, labelDialer, hb, cb)
+	v := hsMsg{Version: protoVersion, Kind: hsVerdict}
+	if !hmac.Equal(proof.Nonce[:], want[:]) {
+		v.Status = stMAC
+		_, _ = nc.Write(v.encode())
+		return 0, nil, g, 0, errors.New(statusText[stMAC])
+	}
+	if !m.reserve(h) {
+		v.Status = stDuplicate
+		_, _ = nc.Write(v.encode())
+		return 0, nil, g, 0, fmt.Errorf("%s: rank %d", statusText[stDuplicate], h)
+	}
+	g = geometry{slotSize: t.cfg.SlotSize, slots: t.cfg.Slots, group: t.cfg.Group, low: t.rank, high: h}
+	f, mem, err := newRegion(regionSize(g.slotSize, g.slots))
+	if err != nil {
+		m.unreserve(h)
+		v.Status = stRegion
+		_, _ = nc.Write(v.encode())
+		return 0, nil, g, 0, err
+	}
+	writeHeader(mem, g)
+	v.Nonce = handshakeMAC(t.cfg.Secret, labelAcceptor, hb, cb)
+	_, _, err = nc.WriteMsgUnix(v.encode(), unix.UnixRights(int(f.Fd())), nil)
+	_ = f.Close()
+	if err != nil {
+		return h, mem, g, 0, err
+	}
+	r, _, err := readHS(nc, hsReady)
+	if err == nil && r.Status != stOK {
+		err = refusal(r.Status)
+	}
+	if err != nil {
+		return h, mem, g, 0, err
+	}
+	return h, mem, g, int(hello.Window), nil
+}

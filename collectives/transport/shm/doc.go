@@ -1,0 +1,32 @@
+// Package shm is choreo's data plane between processes of one host: a
+// transport.Transport whose ranks exchange messages through shared memory
+// (DESIGN section 3), beside tcp's for ranks on other hosts.
+//
+// Each pair of ranks shares one region: an anonymous memory file (memfd)
+// that the lower rank creates, seals against resizing and hands to the
+// higher one over the pair's unix socket, once each side has proved the
+// group's secret (HMAC, as tcp's handshake). Nothing is ever named under
+// /dev/shm: the kernel frees a region with its last mapping, so a closed
+// group, a dead rank and a crashed run leave nothing behind, and the
+// rendezvous sockets have abstract names that vanish with their process.
+//
+// A region holds two lanes, one per direction. A lane is a ring of
+// fixed-size slots (head and tail counters, each written by one side) and
+// a small ring of control entries. Small messages go eagerly in one slot
+// while the receiver's window has room; larger ones are announced (RTS),
+// wait for the receiver's Recv (a clear-to-send in the control ring), and
+// are copied from the sender's slice into slots and from the slots
+// straight into the receiver's buffer. Messages are matched by Tag, in
+// order per tag; different tags never wait for each other.
+//
+// A rank's pump goroutine for a peer (running only while calls are in
+// flight, and briefly at each heartbeat) consumes the incoming lane and
+// reads the pair's socket. It polls briefly, then sets its lane's sleep
+// word and blocks on the socket; a sender that sees the word rings a
+// doorbell there. The socket also carries what must not wait for ring
+// space (aborts with their cause codes, retractions, room for a blocked
+// sender, pings) and tells liveness: a peer's process that ends closes its
+// end at once, and survivors fail its operations with
+// transport.ErrPeerLost after delivering what it had published; a silent
+// peer is lost after PeerTimeout.
+package shm

@@ -1,0 +1,95 @@
+//go:build linux
+
+package shm
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// network is the socket type of a pair's socket: one write, one message.
+const network = "unixpacket"
+
+// sockName is rank's rendezvous socket for (run, group): a name in the
+// abstract namespace, which the kernel drops with the last socket bound to
+// it, so a crashed run leaves no name behind.
+func sockName(run string, group uint64, rank int) string {
+	return fmt.Sprintf("@choreo-shm/%s/%016x/%d", run, group, rank)
+}
+
+// runHash names a run in the handshake.
+func runHash(run string) [8]byte {
+	s := sha256.Sum256([]byte("choreo/shm run " + run))
+	return [8]byte(s[:8])
+}
+
+// newRegion creates an anonymous shared file of size bytes (memfd: it has
+// no name in any file system, and the kernel frees it with the last
+// mapping or descriptor, a crashed process's included), allocates its
+// pages now (so a full memory limit fails here, not as a fault later), and
+// seals its size (so the peer it is handed to cannot shrink it under this
+// rank's mapping). It returns the descriptor and the mapping.
+func newRegion(size int) (*os.File, []byte, error) {
+	fd, err := unix.MemfdCreate("choreo-shm", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "choreo-shm")
+	fail := func(what string, err error) (*os.File, []byte, error) {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("region of %d bytes: %s: %w", size, what, err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("ftruncate", err)
+	}
+	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fail("fallocate", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		return fail("seal", err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail("mmap", err)
+	}
+	return f, mem, nil
+}
+
+// openRegion maps a region a peer handed over, after checking that it is
+// sealed against shrinking (else the peer could make this rank fault)
+// and has size bytes.
+func openRegion(fd int, size int) ([]byte, error) {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("region seals: %w", err)
+	}
+	if seals&unix.F_SEAL_SHRINK == 0 {
+		return nil, errors.New("region not sealed against shrinking")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("region stat: %w", err)
+	}
+	if st.Size != int64(size) {
+		return nil, fmt.Errorf("region of %d bytes, want %d", st.Size, size)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("region mmap: %w", err)
+	}
+	return mem, nil
+}
+
+// unmap releases a mapping.
+func unmap(mem []byte) {
+	if mem != nil {
+		_ = unix.Munmap(mem)
+	}
+}
+
+// supported is nil where the transport works.
+func supported() error { return nil }

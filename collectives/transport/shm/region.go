@@ -1,0 +1,149 @@
+package shm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Region layout. A pair's region is one shared mapping: a header, then two
+// lanes, lane 0 carrying the lower rank's messages to the higher and lane 1
+// the other way. Offsets are fixed by SlotSize and Slots, which the header
+// records; every number is little endian.
+//
+//	header   [0, regionHdr)   magic "CHOREOSM", version u32, slot size u32,
+//	                          slots u32, ctl entries u32, group u64,
+//	                          low rank u32, high rank u32
+//	lane 0   [regionHdr, regionHdr+laneSize)
+//	lane 1   [regionHdr+laneSize, regionHdr+2*laneSize)
+//
+// A lane: words each on a cache line of its own (written by one side, so
+// the sides do not fight over lines), the control ring, the slots.
+//
+//	+0    head      u64  producer: slots published
+//	+128  tail      u64  consumer: slots consumed
+//	+256  ctlHead   u64  producer: control entries published
+//	+384  ctlTail   u64  consumer: control entries consumed
+//	+512  sleep     u32  consumer: 1 while it is about to block
+//	+640  waitTail  u64  producer: the tail a blocked sender waits for, 0 none
+//	+768  freed     u64  consumer: eager window bytes handed back
+//	+1024 control entries, ctlEntries x 16 bytes: kind u32, 0 u32, id u64
+//	then  slots, Slots x (slotHdr + SlotSize): a slot header, the payload
+const (
+	regionHdr  = 256
+	laneHdr    = 1024
+	ctlEntry   = 16
+	ctlEntries = 1024
+	slotHdr    = 64
+
+	offHead     = 0
+	offTail     = 128
+	offCtlHead  = 256
+	offCtlTail  = 384
+	offSleep    = 512
+	offWaitTail = 640
+	offFreed    = 768
+
+	regionVersion = 1
+)
+
+var regionMagic = [8]byte{'C', 'H', 'O', 'R', 'E', 'O', 'S', 'M'}
+
+// laneSize is the bytes of one lane of slots slots of slotSize bytes.
+func laneSize(slotSize, slots int) int {
+	return laneHdr + ctlEntries*ctlEntry + slots*(slotHdr+slotSize)
+}
+
+// regionSize is the bytes of a region, rounded up to whole pages.
+func regionSize(slotSize, slots int) int {
+	n := regionHdr + 2*laneSize(slotSize, slots)
+	return (n + 4095) &^ 4095
+}
+
+// geometry is what a region's header says of its layout.
+type geometry struct {
+	slotSize, slots int
+	group           uint64
+	low, high       int
+}
+
+// writeHeader initializes a fresh (zeroed) region's header.
+func writeHeader(mem []byte, g geometry) {
+	copy(mem[0:8], regionMagic[:])
+	le := binary.LittleEndian
+	le.PutUint32(mem[8:], regionVersion)
+	le.PutUint32(mem[12:], uint32(g.slotSize))
+	le.PutUint32(mem[16:], uint32(g.slots))
+	le.PutUint32(mem[20:], ctlEntries)
+	le.PutUint64(mem[24:], g.group)
+	le.PutUint32(mem[32:], uint32(g.low))
+	le.PutUint32(mem[36:], uint32(g.high))
+}
+
+// readHeader checks a mapped region's header against what this rank
+// expects (the pair and the group) and the mapping's size, and returns its
+// geometry.
+func readHeader(mem []byte, group uint64, low, high int) (geometry, error) {
+	if len(mem) < regionHdr || [8]byte(mem[0:8]) != regionMagic {
+		return geometry{}, fmt.Errorf("not a choreo region")
+	}
+	le := binary.LittleEndian
+	g := geometry{slotSize: int(le.Uint32(mem[12:])), slots: int(le.Uint32(mem[16:])),
+		group: le.Uint64(mem[24:]), low: int(le.Uint32(mem[32:])), high: int(le.Uint32(mem[36:]))}
+	switch {
+	case le.Uint32(mem[8:]) != regionVersion:
+		return g, fmt.Errorf("region version %d, want %d", le.Uint32(mem[8:]), regionVersion)
+	case le.Uint32(mem[20:]) != ctlEntries:
+		return g, fmt.Errorf("%d control entries, want %d", le.Uint32(mem[20:]), ctlEntries)
+	case g.slotSize < minSlotSize || g.slotSize > maxSlotSize || g.slotSize%64 != 0 || g.slots < minSlots || g.slots > maxSlots:
+		return g, fmt.Errorf("slots %d of %d bytes out of bounds", g.slots, g.slotSize)
+	case regionSize(g.slotSize, g.slots) != len(mem):
+		return g, fmt.Errorf("region of %d bytes, its header says %d", len(mem), regionSize(g.slotSize, g.slots))
+	case g.group != group || g.low != low || g.high != high:
+		return g, fmt.Errorf("region of group %d ranks %d-%d, want group %d ranks %d-%d", g.group, g.low, g.high, group, low, high)
+	}
+	return g, nil
+}
+
+// lane is one direction of a pair: a view of its part of the mapping.
+// The producer side publishes slots and control entries; the consumer
+// side consumes them. Every shared word is read and written atomically
+// (the two sides are processes: the hardware's atomics order them as they
+// order goroutines), and a slot's bytes are published by the store of
+// head that follows them and released by the store of tail.
+type lane struct {
+	mem      []byte
+	slotSize int
+	slots    int
+
+	head, tail, ctlHead, ctlTail, waitTail, freed *atomic.Uint64
+	sleep                                         *atomic.Uint32
+}
+
+// laneAt returns lane k (0 or 1) of a region of geometry g.
+func laneAt(mem []byte, g geometry, k int) *lane {
+	size := laneSize(g.slotSize, g.slots)
+	off := regionHdr + k*size
+	b := mem[off : off+size : off+size]
+	u64 := func(o int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[o])) }
+	return &lane{
+		mem: b, slotSize: g.slotSize, slots: g.slots,
+		head: u64(offHead), tail: u64(offTail), ctlHead: u64(offCtlHead), ctlTail: u64(offCtlTail),
+		waitTail: u64(offWaitTail), freed: u64(offFreed),
+		sleep: (*atomic.Uint32)(unsafe.Pointer(&b[offSleep])),
+	}
+}
+
+// slot returns the bytes (header and payload) of slot number i.
+func (l *lane) slot(i uint64) []byte {
+	stride := slotHdr + l.slotSize
+	off := laneHdr + ctlEntries*ctlEntry + int(i%uint64(l.slots))*stride
+	return l.mem[off : off+stride : off+stride]
+}
+
+// ctl returns the bytes of control entry number i.
+func (l *lane) ctl(i uint64) []byte {
+	off := laneHdr + int(i%ctlEntries)*ctlEntry
+	return l.mem[off : off+ctlEntry : off+ctlEntry]
+}

@@ -1,0 +1,28 @@
+package shm
+
+import (
+	"testing"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
+)
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
+		return asTransports(build(t, n, nil))
+	})
+}
+
+// Small slots, a short ring and a small window: messages go in many
+// chunks, senders wait for room, and the window runs out (sends fall back
+// to rendezvous).
+func TestConformanceTight(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
+		return asTransports(build(t, n, func(c *Config) {
+			c.SlotSize = 4096
+			c.Slots = 2
+			c.MaxBuffered = 16 << 10
+			c.EagerMax = 4096
+		}))
+	})
+}

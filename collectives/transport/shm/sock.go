@@ -1,0 +1,174 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// sock is a pair's socket once the handshake is done: the frames that
+// must not wait for ring space (see frame.go), and the peer's liveness:
+// its end closes when its process ends, however it ends.
+//
+// Writes never block their caller: a frame goes out at once when nothing
+// is queued and the socket has room (a message is written whole or not at
+// all), else it is queued, in order, for a flush goroutine. A write that
+// fails closes the socket, which the peer's reader then reports; the
+// writer does not lose the peer itself, since it may hold the peer's lock.
+type sock struct {
+	t  *Transport
+	nc *net.UnixConn
+	rc syscall.RawConn
+
+	lastWrite atomic.Int64
+
+	mu       sync.Mutex
+	q        [][]byte
+	flushing bool
+	dead     bool
+}
+
+func newSock(t *Transport, nc *net.UnixConn) (*sock, error) {
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &sock{t: t, nc: nc, rc: rc}, nil
+}
+
+// send writes frame b, or queues it.
+func (s *sock) send(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return
+	}
+	if !s.flushing && len(s.q) == 0 {
+		sent, err := s.try(b)
+		if err != nil {
+			s.breakLocked()
+			return
+		}
+		if sent {
+			s.lastWrite.Store(s.t.now())
+			return
+		}
+	}
+	s.q = append(s.q, b)
+	if !s.flushing && s.t.goAdd(s.flush) {
+		s.flushing = true
+	}
+}
+
+// try writes b unless that would wait, reporting whether it did.
+func (s *sock) try(b []byte) (sent bool, err error) {
+	var werr error
+	cerr := s.rc.Write(func(fd uintptr) bool {
+		_, werr = unix.Write(int(fd), b)
+		return true
+	})
+	if cerr != nil {
+		return false, cerr
+	}
+	if werr == unix.EAGAIN || werr == unix.EWOULDBLOCK || werr == unix.EINTR {
+		return false, nil
+	}
+	return werr == nil, werr
+}
+
+// flush writes the queued frames, waiting for room as it must, until the
+// queue is empty.
+func (s *sock) flush() {
+	for {
+		s.mu.Lock()
+		if s.dead || len(s.q) == 0 {
+			s.flushing = false
+			s.mu.Unlock()
+			return
+		}
+		b := s.q[0]
+		s.q[0] = nil
+		s.q = s.q[1:]
+		s.mu.Unlock()
+		if _, err := s.nc.Write(b); err != nil {
+			s.mu.Lock()
+			s.flushing = false
+			s.breakLocked()
+			s.mu.Unlock()
+			return
+		}
+		s.lastWrite.Store(s.t.now())
+	}
+}
+
+// breakLocked closes the socket after a failed write. s.mu is held.
+func (s *sock) breakLocked() {
+	s.dead = true
+	s.q = nil
+	_ = s.nc.Close()
+}
+
+// poll reads one frame into buf if one is there, without waiting: n < 0
+// means none; n == 0 with a nil error means the peer's end closed. A read
+// deadline that passed fails it with os.ErrDeadlineExceeded.
+func (s *sock) poll(buf []byte) (int, error) {
+	n := -1
+	var rerr error
+	err := s.rc.Read(func(fd uintptr) bool {
+		n, _, _, _, rerr = unix.Recvmsg(int(fd), buf, nil, unix.MSG_DONTWAIT)
+		return true
+	})
+	if err != nil {
+		return -1, err
+	}
+	switch {
+	case rerr == unix.EAGAIN || rerr == unix.EWOULDBLOCK || rerr == unix.EINTR:
+		return -1, nil
+	case rerr != nil:
+		return -1, rerr
+	}
+	return n, nil
+}
+
+// readable reports whether a frame (or the end) waits to be read.
+func (s *sock) readable() bool {
+	var one [1]byte
+	n := -1
+	_ = s.rc.Read(func(fd uintptr) bool {
+		n, _, _, _, _ = unix.Recvmsg(int(fd), one[:], nil, unix.MSG_DONTWAIT|unix.MSG_PEEK)
+		return true
+	})
+	return n >= 0
+}
+
+// wait reads one frame into buf, waiting for it (or for the read
+// deadline); n == 0 with a nil error means the peer's end closed.
+func (s *sock) wait(buf []byte) (int, error) {
+	n, err := s.nc.Read(buf)
+	if n == 0 && err != nil && errors.Is(err, io.EOF) {
+		return 0, nil
+	}
+	return n, err
+}
+
+func readError(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("socket closed: %w", err)
+	}
+	return fmt.Errorf("socket read: %w", err)
+}
+
+// shut closes the socket; the reader and the flush goroutine end.
+func (s *sock) shut() {
+	s.mu.Lock()
+	s.dead = true
+	s.q = nil
+	s.mu.Unlock()
+	_ = s.nc.Close()
+}
