@@ -12,9 +12,9 @@ import (
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
-// Limits of what a stream hands its queue at once: how many batches
-// without a GPU-side wait it keeps in flight before it gathers later
-// commands into one batch, and how many commands a gathered batch holds.
+// Limits of what a stream hands its queue at once: how many batches it
+// keeps in flight before it gathers later commands into one batch, and how
+// many commands a gathered batch holds.
 const (
 	maxInflight = 4
 	maxBatch    = 512
@@ -29,9 +29,7 @@ const (
 // batch in flight submits what was gathered as one batch (one unit per
 // Enqueue), on the backend's goroutine. So a lone command reaches the
 // device with no hand-off, and a burst costs the queue one batch, not one
-// per command. A batch holding a GPU-side wait is not counted in flight:
-// it may stay blocked for as long as the CPU side takes, and the work
-// enqueued behind it must reach the queue meanwhile, not at its release. (A protoactor mailbox in front of the queue added a
+// per command. (A protoactor mailbox in front of the queue added a
 // goroutine hand-off to every command, and a second FIFO before the
 // queue's own.)
 //
@@ -129,7 +127,7 @@ func (s *GPU) Enqueue(cmds []gpu.Command, done func(error)) (ev Event, err error
 		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, ErrClosed)
 	}
 	m := &encode{cmds: cmds, done: done, seq: s.nextSeq + 1}
-	if len(s.gathered) > 0 || (s.inflight >= maxInflight && !m.hasWait()) {
+	if s.inflight >= maxInflight || len(s.gathered) > 0 {
 		s.gathered = append(s.gathered, m)
 		s.nextSeq++
 		return Event{s: s, seq: m.seq}, nil
@@ -166,20 +164,19 @@ func (s *GPU) submitLocked(msgs []*encode) (err error) {
 		}
 	}
 	last := msgs[len(msgs)-1].seq
-	counted := !msgs[0].hasWait() // a wait is always a batch of its own
 	done := func(err error) {
 		for i, m := range msgs {
 			s.finish(m, gpu.UnitErr(err, units[i]))
 		}
 		s.complete(last)
-		s.batchDone(counted)
+		s.batchDone()
 	}
 	if len(msgs) == 1 {
 		err = s.q.Submit(cmds, done)
 	} else {
 		err = s.q.SubmitUnits(cmds, ends, done)
 	}
-	if err == nil && counted {
+	if err == nil {
 		s.inflight++
 	}
 	return err
@@ -199,17 +196,14 @@ func (s *GPU) finish(m *encode, err error) {
 	m.done(err)
 }
 
-// batchDone ends one batch (counted in flight, or holding a GPU-side
-// wait) and submits what was gathered meanwhile: runs of messages without
-// a GPU-side wait as one batch each while fewer than maxInflight are in
-// flight, a message with one alone.
-func (s *GPU) batchDone(counted bool) {
+// batchDone ends one batch in flight and submits what was gathered
+// meanwhile: runs of messages without a GPU-side wait as one batch each,
+// a message with one alone.
+func (s *GPU) batchDone() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if counted {
-		s.inflight--
-	}
-	for len(s.gathered) > 0 && (s.inflight < maxInflight || s.gathered[0].hasWait()) {
+	s.inflight--
+	for s.inflight < maxInflight && len(s.gathered) > 0 {
 		n, cmds := 1, len(s.gathered[0].cmds)
 		if !s.gathered[0].hasWait() {
 			for n < len(s.gathered) && !s.gathered[n].hasWait() && cmds+len(s.gathered[n].cmds) <= maxBatch {
@@ -245,7 +239,7 @@ func (s *GPU) refused(run []*encode, err error) {
 		}
 		s.finish(m, fmt.Errorf("streams: %s: submit: %w", s.name, err))
 		seq := m.seq
-		if s.q.Submit(nil, func(error) { s.complete(seq); s.batchDone(true) }) == nil {
+		if s.q.Submit(nil, func(error) { s.complete(seq); s.batchDone() }) == nil {
 			s.inflight++
 		} else {
 			s.complete(seq) // the queue runs nothing more: nothing is left to wait for
