@@ -69,8 +69,8 @@ type encode struct {
 }
 
 // hasWait reports whether the message holds a GPU-side wait: such a
-// message is a batch of its own, so that the commands before it report
-// their completion without waiting for the wait to pass.
+// message starts a batch, so that the commands before it report their
+// completion without waiting for the wait to pass.
 func (e *encode) hasWait() bool {
 	for _, c := range e.cmds {
 		if _, ok := c.(gpu.WaitValue); ok {
@@ -197,19 +197,21 @@ func (s *GPU) finish(m *encode, err error) {
 }
 
 // batchDone ends one batch in flight and submits what was gathered
-// meanwhile: runs of messages without a GPU-side wait as one batch each,
-// a message with one alone.
+// meanwhile, as runs of messages of which only the first may hold a
+// GPU-side wait: the commands before a wait report their completion
+// without waiting for it to pass, and those after it could not complete
+// before it anyway. (A wait alone per batch doubles the batches of a
+// pipeline of waits and updates, and the CUDA queue keeps at most 64
+// batches on the GPU; the rest wait for a completion to be issued.)
 func (s *GPU) batchDone() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight--
 	for s.inflight < maxInflight && len(s.gathered) > 0 {
 		n, cmds := 1, len(s.gathered[0].cmds)
-		if !s.gathered[0].hasWait() {
-			for n < len(s.gathered) && !s.gathered[n].hasWait() && cmds+len(s.gathered[n].cmds) <= maxBatch {
-				cmds += len(s.gathered[n].cmds)
-				n++
-			}
+		for n < len(s.gathered) && !s.gathered[n].hasWait() && cmds+len(s.gathered[n].cmds) <= maxBatch {
+			cmds += len(s.gathered[n].cmds)
+			n++
 		}
 		run := s.gathered[:n:n]
 		s.gathered = s.gathered[n:]
