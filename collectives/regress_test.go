@@ -17,7 +17,7 @@ import (
 // A collective queued behind others on its comm stream gets its whole
 // timeout once it runs: its fence's deadline does not count the queue.
 func TestQueuedCollectivesKeepTheirTimeout(t *testing.T) {
-	w := newWorld(t, 2, collectives.WithTimeout(time.Second))
+	w := newWorld(t, 2, collectives.WithTimeout(2*time.Second))
 	var ys, zs []*array.Array
 	for range 4 { // rank 0 queues four at once
 		x, _ := array.Full(w.s[0], []int{8}, array.Float32, 1)
@@ -28,7 +28,7 @@ func TestQueuedCollectivesKeepTheirTimeout(t *testing.T) {
 		ys = append(ys, y)
 	}
 	for range 4 { // rank 1 joins them one by one, each well within the timeout
-		time.Sleep(600 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond)
 		x, _ := array.Full(w.s[1], []int{8}, array.Float32, 1)
 		z, err := w.groups[1].AllReduce(w.s[1], x, collectives.Sum)
 		if err != nil {
