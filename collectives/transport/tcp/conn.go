@@ -43,12 +43,16 @@ const smallFrame = 16 << 10
 // retract, abort, ping) are queued and written by a short-lived flush
 // goroutine, so that a reader never blocks on a write.
 //
-// Reads: at most one reader goroutine at a time (reading), which parses
-// frames with the state below and never waits for anything but the
-// socket. It runs while the transport has operations in flight, and
-// briefly after; it is stopped early by a read deadline in the past
-// (kick), which is how a Recv that ends while the reader fills its buffer
-// gets the buffer back at once.
+// Reads: at most one reader at a time owns the read state below (reading)
+// and parses frames, never waiting for anything but the socket. The reader
+// is a Recv's own goroutine while that Recv waits for its message and no
+// other reader runs (readFor: no hand-off from a reader goroutine to the
+// Recv), or else a reader goroutine (readLoop), which runs while
+// operations wait on it (waiters: Recvs parked for their message, Sends
+// for their CTS) and stops once none does; the heartbeat reads idle
+// connections briefly. A reader is stopped early by a read deadline in the
+// past (kick), which is how a Recv that ends while a reader fills its
+// buffer gets the buffer back at once.
 type conn struct {
 	t   *Transport
 	p   *peer
@@ -64,10 +68,17 @@ type conn struct {
 	lastWrite atomic.Int64
 
 	mu      sync.Mutex // reader lifecycle and read deadlines
-	reading bool       // a reader goroutine owns the read state
+	reading bool       // a reader owns the read state
 	kicked  bool       // a kick's deadline is set and not consumed
-	armed   bool       // a linger deadline is set
-	dead    bool
+	// lingering: the reader reads on to its deadline, waited on or not
+	// (the heartbeat's reader; a reader after large frames, see bulk).
+	lingering bool
+	dead      bool
+	// waiters counts what waits for a reader of c: operations parked
+	// until it delivers their frame, and rendezvous messages matched to a
+	// Recv whose bytes are still to come on c. Raised under mu (or by a
+	// reader, or before the raiser calls readFor); lowered by their end.
+	waiters atomic.Int32
 
 	qmu      sync.Mutex
 	ctl      []byte // queued control frames
@@ -75,7 +86,7 @@ type conn struct {
 	resume   bool // a cut frame waits in partial
 	qdead    bool
 
-	// Read state, owned by the reader goroutine.
+	// Read state, owned by the reader.
 	rbuf       []byte
 	rpos, rend int
 	hdr        [hdrSize]byte
@@ -87,7 +98,13 @@ type conn struct {
 	boff       int
 	m          *inMsg // sinkMsg
 	roff       int    // sinkMsg: offset in the Recv's buffer
-	readSince  bool   // data read since the linger deadline was set
+	// bulk: the last frame with a payload had a large one. A reader
+	// goroutine that nothing waits on then lingers (more large frames
+	// likely follow, and restarting a reader for each costs more than
+	// its wake-ups save); after small ones it stops at once, so that the
+	// next Recv reads its message itself.
+	bulk      bool
+	readSince bool // bytes read since the lingering reader's deadline was set
 }
 
 func newConn(p *peer, idx int, nc net.Conn) *conn {
@@ -103,36 +120,67 @@ func (e protoError) Unwrap() error { return e.err }
 
 func protoErrorf(format string, a ...any) error { return protoError{fmt.Errorf(format, a...)} }
 
-// startLocked starts a reader with the given deadline. c.mu is held.
+// startLocked starts a reader goroutine with the given deadline. c.mu is
+// held.
 func (c *conn) startLocked(deadline time.Time) {
 	_ = c.nc.SetReadDeadline(deadline)
 	c.kicked = false
-	c.armed = false
+	c.lingering = false
 	if c.t.goAdd(c.readLoop) {
 		c.reading = true
 	}
 }
 
-// wake makes sure a reader runs (an operation started). A running reader
-// keeps any linger deadline: if it fires while operations are in flight,
-// the reader clears it and goes on, which costs less than clearing it at
-// every start.
-func (c *conn) wake() {
+// startDrainLocked starts a reader goroutine that reads for drainLinger
+// from when it runs (not from now: on a busy machine it may start late,
+// and a deadline already past would let it read nothing, leaving a
+// talking peer silent to the heartbeat). c.mu is held.
+func (c *conn) startDrainLocked() {
+	c.kicked = false
+	c.lingering = true
+	if c.t.goAdd(func() {
+		c.mu.Lock()
+		if !c.kicked {
+			_ = c.nc.SetReadDeadline(time.Now().Add(drainLinger))
+		}
+		c.mu.Unlock()
+		c.readLoop()
+	}) {
+		c.reading = true
+	}
+}
+
+// ensureReader starts a reader goroutine if something waits for one and
+// none runs.
+func (c *conn) ensureReader() {
+	if c.waiters.Load() == 0 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.dead && !c.reading && c.waiters.Load() > 0 {
+		c.startLocked(time.Time{})
+	}
+}
+
+// await registers an operation that waits for a reader of c to deliver
+// its frame, starting a reader goroutine if none runs. The operation's end
+// calls unwait.
+func (c *conn) await() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiters.Add(1)
 	if !c.dead && !c.reading {
 		c.startLocked(time.Time{})
 	}
 }
 
-// idle lets the reader stop after linger (the last operation ended),
-// unless a deadline is set already.
-func (c *conn) idle() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.reading && !c.kicked && !c.armed && !c.dead {
-		c.armed = true
-		_ = c.nc.SetReadDeadline(time.Now().Add(linger))
+// unwait ends what await began. An operation that ends by anything but its
+// frame (failed, not delivered) kicks a reader that might now wait for no
+// one, so that it stops and frees c for a Recv that would read it itself.
+func (c *conn) unwait(delivered bool) {
+	if c.waiters.Add(-1) == 0 && !delivered {
+		c.kick()
 	}
 }
 
@@ -144,12 +192,36 @@ func (c *conn) drain() {
 	if c.reading || c.dead {
 		return
 	}
-	if c.t.busy.Load() > 0 {
-		c.startLocked(time.Time{})
-	} else {
-		c.startLocked(time.Now().Add(drainLinger))
-		c.armed = true
+	c.startDrainLocked()
+}
+
+// stopIfIdle ends a reader goroutine's reading, between frames, when
+// nothing waits on it, and reports whether it did. A lingering reader
+// reads on to its deadline; after large frames the reader starts to
+// linger instead of stopping.
+func (c *conn) stopIfIdle() bool {
+	if c.left > 0 || c.hn > 0 {
+		return false // a frame is coming in: finish it
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.dead:
+	case c.waiters.Load() > 0 || c.lingering:
+		return false
+	case c.bulk:
+		c.lingerLocked()
+		return false
+	}
+	c.reading = false
+	return true
+}
+
+// lingerLocked makes the reader read on for linger. c.mu is held.
+func (c *conn) lingerLocked() {
+	c.lingering = true
+	c.readSince = false
+	_ = c.nc.SetReadDeadline(time.Now().Add(linger))
 }
 
 // kick wakes the reader out of a blocked read.
@@ -373,55 +445,60 @@ func (c *conn) flush() {
 	}
 }
 
-// readLoop is the reader goroutine.
+// readLoop is the reader goroutine: it reads while operations wait on it
+// (a deadline, a kick or the heartbeat's, ends it when none does).
 func (c *conn) readLoop() {
 	for {
 		err := c.step()
 		if err == nil {
+			if c.waiters.Load() == 0 && c.stopIfIdle() {
+				return
+			}
 			continue
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.mu.Lock()
-			if c.dead {
-				c.reading = false
-				c.mu.Unlock()
-				return
-			}
-			kicked := c.kicked
-			c.kicked = false
-			c.armed = false
+			lingered := c.lingering
+			c.kicked, c.lingering = false, false
 			switch {
-			case c.t.busy.Load() > 0:
+			case c.dead:
+			case c.waiters.Load() > 0 || c.left > 0 || c.hn > 0:
 				_ = c.nc.SetReadDeadline(time.Time{})
-			case kicked || c.readSince:
-				c.readSince = false
-				c.armed = true
-				_ = c.nc.SetReadDeadline(time.Now().Add(linger))
-			default:
-				c.reading = false
 				c.mu.Unlock()
-				return
+				continue
+			case lingered && c.bulk && c.readSince:
+				c.lingerLocked() // large frames still come
+				c.mu.Unlock()
+				continue
 			}
+			c.reading = false
 			c.mu.Unlock()
-			continue
+			return
 		}
-		c.mu.Lock()
-		c.reading = false
-		dead := c.dead
-		c.dead = true
-		c.mu.Unlock()
-		if !dead {
-			var pe protoError
-			switch {
-			case errors.As(err, &pe):
-				c.p.protocol(pe.err)
-			case errors.Is(err, io.EOF):
-				c.p.ended(c, readError(err))
-			default:
-				c.p.lose(readError(err))
-			}
-		}
+		c.failed(err)
 		return
+	}
+}
+
+// failed ends c's reading after a read error err (not a deadline): c is
+// dead and, unless it was already, its peer is lost.
+func (c *conn) failed(err error) {
+	c.mu.Lock()
+	c.reading = false
+	dead := c.dead
+	c.dead = true
+	c.mu.Unlock()
+	if dead {
+		return
+	}
+	var pe protoError
+	switch {
+	case errors.As(err, &pe):
+		c.p.protocol(pe.err)
+	case errors.Is(err, io.EOF):
+		c.p.ended(c, readError(err))
+	default:
+		c.p.lose(readError(err))
 	}
 }
 
@@ -437,15 +514,11 @@ const endGrace = 100 * time.Millisecond
 // before it went is read, not dropped with the loss.
 func (p *peer) ended(c *conn, cause error) {
 	deadline := time.Now().Add(endGrace)
-	for _, o := range p.conns {
-		if o != nil && o != c {
-			o.drain()
-		}
-	}
 	for time.Now().Before(deadline) && !p.t.closed.Load() {
 		open := false
 		for _, o := range p.conns {
 			if o != nil && o != c {
+				o.drain() // read it to its end
 				o.mu.Lock()
 				open = open || !o.dead
 				o.mu.Unlock()
@@ -457,6 +530,73 @@ func (p *peer) ended(c *conn, cause error) {
 		time.Sleep(time.Millisecond)
 	}
 	p.lose(cause)
+}
+
+// readFor reads c on the calling goroutine until Recv r has ended, when no
+// reader owns c: the Recv's own goroutine takes its message off the socket
+// (and any frame before it), with no reader goroutine to wake it. A done
+// ctx ends r (and kicks the read). It returns true once r has ended,
+// handing c to a reader goroutine if operations wait on one. When another
+// reader owns c it reads nothing: r waits on that reader (await; r's end
+// calls unwait), and it returns false.
+func (c *conn) readFor(ctx context.Context, r *op) bool {
+	p := c.p
+	p.mu.Lock() // before c.mu, as end (which kicks) takes them
+	if r.state == opDone {
+		p.mu.Unlock()
+		return true
+	}
+	c.mu.Lock()
+	if c.reading || c.dead {
+		if !c.dead {
+			c.waiters.Add(1)
+			r.wc = c
+		}
+		c.mu.Unlock()
+		p.mu.Unlock()
+		return false
+	}
+	c.reading = true
+	c.kicked, c.lingering = false, false
+	_ = c.nc.SetReadDeadline(time.Time{}) // a former reader's may be left
+	c.mu.Unlock()
+	p.mu.Unlock()
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			c.p.mu.Lock()
+			c.p.end(r, transport.CtxError(ctx))
+			c.p.mu.Unlock()
+			c.kick()
+		})
+		defer stop()
+	}
+	for len(r.done) == 0 {
+		err := c.step()
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.mu.Lock()
+			if c.dead {
+				c.reading = false
+				c.mu.Unlock()
+				return true
+			}
+			c.kicked = false
+			_ = c.nc.SetReadDeadline(time.Time{})
+			c.mu.Unlock()
+			continue
+		}
+		c.failed(err)
+		return true
+	}
+	c.mu.Lock()
+	c.reading = false
+	if !c.dead && (c.waiters.Load() > 0 || c.left > 0 || c.hn > 0) {
+		c.startLocked(time.Time{})
+	}
+	c.mu.Unlock()
+	return true
 }
 
 func readError(err error) error {
@@ -603,6 +743,9 @@ func (c *conn) begin(f *frame) error {
 	c.left = int(f.Len)
 	c.sink = sinkDiscard
 	c.m, c.buf, c.boff, c.roff = nil, nil, 0, 0
+	if f.Len > 0 {
+		c.bulk = f.Len >= readBuf/2
+	}
 	p := c.p
 	t := c.t
 	tag := transport.Tag{Group: f.Group, Seq: f.Seq, Step: f.Step}
@@ -683,6 +826,7 @@ func (c *conn) begin(f *frame) error {
 		case s.cts <- f.Flags:
 		default:
 		}
+		s.unwait(true)
 	case fChunk:
 		p.mu.Lock()
 		if p.lost != nil {
@@ -784,6 +928,7 @@ func (p *peer) retract(id uint64) {
 	if m := p.matched[id]; m != nil {
 		delete(p.matched, id)
 		p.rts--
+		m.c.unwait(true)
 		q := p.queue(m.tag)
 		if r := m.op; r != nil && r.state == opMatched && !r.busy {
 			m.op = nil

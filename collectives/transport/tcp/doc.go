@@ -63,7 +63,9 @@
 // sender's slice into the receiver's buffer. So a receiver's memory is
 // bounded whatever it posts, a reader never waits for a Recv, and
 // messages of one tag stay in order on the one connection their tag
-// hashes to, while other tags never wait behind them.
+// maps to, while other tags never wait behind them. Eager bytes that no
+// Recv waits for yet are taken off the socket by the next reader there
+// (see Goroutines).
 //
 // A Send writes its own frames (a message of several frames yields the
 // connection between them) and returns when its context ends, even in
@@ -81,10 +83,16 @@
 //
 // # Goroutines
 //
-// A connection is read by a goroutine while the transport has an
-// operation in flight and for a few milliseconds after; an idle transport
-// has none but a heartbeat timer, which reads each connection briefly
-// (pings, aborts, a peer's end) and writes pings. Control frames are
-// written by a goroutine that ends when its queue is empty. Close waits
-// for all of them.
+// One reader at a time reads a connection. A Recv whose message has not
+// arrived reads the connection its tag travels on itself, on its own
+// goroutine, when no reader runs there: the message needs no hand-off
+// from a reader goroutine to the Recv (a wake-up less per message, much
+// of a small message's latency). Otherwise a reader goroutine reads while
+// something waits on it (parked Recvs, Sends waiting for their CTS,
+// matched messages still streaming in) and ends between frames once
+// nothing does; so ABORT frames go on every connection. Between
+// operations a heartbeat timer reads each connection briefly (pings,
+// aborts, a peer's end) and writes pings. Control frames are written by a
+// goroutine that ends when its queue is empty. Close waits for all of
+// them.
 package tcp

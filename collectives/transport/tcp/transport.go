@@ -19,9 +19,10 @@ const (
 	// their Recv (a sender waits for a slot; a receiver drops a peer that
 	// announces four times more).
 	maxRTS = 4096
-	// linger is how long a connection's reader keeps reading after the
-	// last operation of the transport ended; drainLinger is how long a
-	// reader started by the heartbeat timer on an idle transport reads.
+	// linger is how long a reader goroutine that nothing waits on reads
+	// on after large frames (and again while they keep coming);
+	// drainLinger is how long a reader started by the heartbeat timer
+	// reads when nothing waits on it.
 	linger      = 20 * time.Millisecond
 	drainLinger = 2 * time.Millisecond
 )
@@ -44,8 +45,8 @@ const (
 // is lost at once; one that stays silent for PeerTimeout is lost then;
 // either way its operations fail with transport.ErrPeerLost, and so do
 // they when the peer breaks the protocol. Goroutines run only while
-// operations are in flight, for short heartbeats, or for a few
-// milliseconds after the last operation; Close waits for all of them.
+// operations wait on them or for short heartbeats (a Recv may read its
+// message itself: see the package doc); Close waits for all of them.
 type Transport struct {
 	cfg   Config
 	rank  int
@@ -53,7 +54,6 @@ type Transport struct {
 	peers []*peer // nil at rank
 	epoch time.Time
 
-	busy     atomic.Int64 // Send and Recv calls in flight
 	lastTick atomic.Int64 // when the heartbeat last ran
 	closed   atomic.Bool
 	done     chan struct{} // closed by Close
@@ -161,7 +161,8 @@ const (
 
 // op is a Recv. done receives exactly one value. While busy, a reader is
 // reading from the socket into buf without the lock; whoever ends the op
-// then sets stop and kicks that reader, which ends it.
+// then sets stop and kicks that reader, which ends it. wc is the
+// connection whose reader the op waits on (conn.readFor), until it ends.
 type op struct {
 	buf   []byte
 	tag   transport.Tag
@@ -171,19 +172,30 @@ type op struct {
 	stop  error
 	c     *conn
 	m     *inMsg
+	wc    *conn
 }
 
-// sendOp is a rendezvous Send waiting for its CTS.
+// sendOp is a rendezvous Send waiting for its CTS, on a reader of c.
 type sendOp struct {
-	key  collKey
-	cts  chan uint8 // the CTS flags
-	fail chan error // abort, loss, close
+	key     collKey
+	cts     chan uint8 // the CTS flags
+	fail    chan error // abort, loss, close
+	c       *conn
+	waiting atomic.Bool // counted in c.waiters
 }
 
 func (s *sendOp) failWith(err error) {
 	select {
 	case s.fail <- err:
 	default:
+	}
+	s.unwait(false)
+}
+
+// unwait ends the send's wait on its connection's reader, once.
+func (s *sendOp) unwait(delivered bool) {
+	if s.waiting.CompareAndSwap(true, false) {
+		s.c.unwait(delivered)
 	}
 }
 
@@ -223,20 +235,6 @@ func (t *Transport) peerOf(r int) (*peer, error) {
 		return nil, transport.ErrBadPeer
 	}
 	return t.peers[r], nil
-}
-
-// enter and exit bracket every Send and Recv: readers run while any is in
-// flight.
-func (t *Transport) enter() {
-	if t.busy.Add(1) == 1 {
-		t.eachConn((*conn).wake)
-	}
-}
-
-func (t *Transport) exit() {
-	if t.busy.Add(-1) == 0 {
-		t.eachConn((*conn).idle)
-	}
 }
 
 func (t *Transport) eachConn(f func(*conn)) {
@@ -311,8 +309,6 @@ func (t *Transport) send(ctx context.Context, dst int, tag transport.Tag, data [
 	if err := transport.CtxError(ctx); err != nil {
 		return err
 	}
-	t.enter()
-	defer t.exit()
 	if done, err := p.sendEager(ctx, tag, data); done {
 		return err
 	}
@@ -330,7 +326,11 @@ func (t *Transport) send(ctx context.Context, dst int, tag transport.Tag, data [
 		return transport.ErrClosed
 	}
 	defer func() { <-p.slots }()
-	s := &sendOp{key: keyOf(tag), cts: make(chan uint8, 1), fail: make(chan error, 1)}
+	s := &sendOp{key: keyOf(tag), cts: make(chan uint8, 1), fail: make(chan error, 1), c: c}
+	// The CTS comes on c: a reader must run there until it has.
+	s.waiting.Store(true)
+	c.await()
+	defer s.unwait(false)
 	p.mu.Lock()
 	if err := p.checkLocked(tag); err != nil {
 		p.mu.Unlock()
@@ -397,8 +397,6 @@ func (t *Transport) TrySend(ctx context.Context, dst int, tag transport.Tag, dat
 	if err := transport.CtxError(ctx); err != nil {
 		return true, t.wrap(dst, "send", tag, err)
 	}
-	t.enter()
-	defer t.exit()
 	done, err = p.sendEager(ctx, tag, data)
 	return done, t.wrap(dst, "send", tag, err)
 }
@@ -468,8 +466,6 @@ func (t *Transport) recv(ctx context.Context, src int, tag transport.Tag, into [
 	if err := transport.CtxError(ctx); err != nil {
 		return err
 	}
-	t.enter()
-	defer t.exit()
 	r := &op{buf: into, tag: tag, done: make(chan error, 1), state: opPosted}
 	p.mu.Lock()
 	if err := p.checkLocked(tag); err != nil && (err != p.lost || !p.arrivedLocked(tag)) {
@@ -481,9 +477,16 @@ func (t *Transport) recv(ctx context.Context, src int, tag transport.Tag, into [
 	p.match(tag, q)
 	p.mu.Unlock()
 
-	// The message is often microseconds away: poll before parking where
-	// processors are to spare (see internal/spin).
-	spin.Until(spin.Budget(), func() bool { return len(r.done) > 0 })
+	// The message comes on the connection its tag maps to: read it here
+	// when no reader does (no hand-off from a reader goroutine), else let
+	// that reader deliver it.
+	if c := p.connFor(tag); len(r.done) > 0 {
+		c.ensureReader() // a message this Recv matched may still stream in
+	} else if !c.readFor(ctx, r) {
+		// The message is often microseconds away: poll before parking
+		// where processors are to spare (see internal/spin).
+		spin.Until(spin.Budget(), func() bool { return len(r.done) > 0 })
+	}
 	select {
 	case err := <-r.done:
 		return err
@@ -540,6 +543,10 @@ func (p *peer) end(r *op, err error) {
 		r.m.op = nil
 	}
 	r.state = opDone
+	if r.wc != nil {
+		r.wc.unwait(err == nil)
+		r.wc = nil
+	}
 	r.done <- err
 }
 
@@ -574,6 +581,9 @@ func (p *peer) match(tag transport.Tag, q *tagQ) {
 		r.m = m
 		q.active = m
 		p.matched[m.id] = m
+		// Its bytes come on m.c whatever becomes of its Recv: a reader
+		// must run there until they have (or the retraction has).
+		m.c.waiters.Add(1)
 		m.c.enqueue((&frame{Type: fCTS, ID: m.id}).bytes())
 		if m.size == 0 {
 			p.complete(m) // no chunk will come
@@ -591,6 +601,7 @@ func (p *peer) complete(m *inMsg) *tagQ {
 	if p.matched[m.id] == m {
 		delete(p.matched, m.id)
 		p.rts--
+		m.c.unwait(true)
 	}
 	if q := p.queues[m.tag]; q != nil && q.active == m {
 		q.active = nil
@@ -650,6 +661,9 @@ func (p *peer) failAllLocked(recvErr, sendErr error) {
 	for id, s := range p.sends {
 		s.failWith(sendErr)
 		delete(p.sends, id)
+	}
+	for _, m := range p.matched {
+		m.c.waiters.Add(-1)
 	}
 	clear(p.matched)
 	p.rts, p.inBuf, p.owed = 0, 0, 0
@@ -724,7 +738,7 @@ func (t *Transport) record(rec *abortRec, local bool) bool {
 }
 
 // Abort fails the collective (tag.Group, tag.Seq) on every rank: this
-// rank's operations at once, the peers' when the ABORT frame arrives.
+// rank's operations at once, the peers' when an ABORT frame arrives.
 func (t *Transport) Abort(tag transport.Tag, cause error) {
 	if cause == nil {
 		cause = errors.New("no cause given")
@@ -745,11 +759,9 @@ func (t *Transport) Abort(tag transport.Tag, cause error) {
 	f := frame{Type: fAbort, Len: uint32(len(text)), Group: tag.Group, Seq: tag.Seq,
 		Origin: uint32(t.rank), ID: uint64(now), Size: uint64(transport.CodeOf(cause))}
 	b := append(f.bytes(), text...)
-	for _, p := range t.peers {
-		if p != nil {
-			p.conns[0].enqueue(b)
-		}
-	}
+	// On every connection: a peer may be reading only the one its Recv's
+	// message comes on (conn.readFor). The peer keeps the first copy.
+	t.eachConn(func(c *conn) { c.enqueue(b) })
 }
 
 // remoteAbort applies an ABORT frame from p.
