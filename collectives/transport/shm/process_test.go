@@ -59,6 +59,8 @@ func TestRankProcess(t *testing.T) {
 		killScenario(tr)
 	case "crash":
 		crashScenario(t, cfg)
+	case "bench":
+		benchRank(cfg)
 	}
 }
 

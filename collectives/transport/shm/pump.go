@@ -124,10 +124,10 @@ func (p *peer) pump() {
 			worked = true
 		}
 		if s.control() {
-			worked = true
+			worked, s.recent = true, true
 		}
 		if s.slots() {
-			worked = true
+			worked, s.recent = true, true
 		}
 		if worked || p.down.Load() {
 			continue
@@ -138,11 +138,14 @@ func (p *peer) pump() {
 			}
 			continue // what was published before the end is delivered first
 		}
-		if p.t.busy.Load() > 0 {
+		// Poll while calls are in flight, and after work (the call that
+		// work was for may just have returned, before the next begins).
+		if s.recent || p.t.busy.Load() > 0 {
+			s.recent = false
 			polls := 0
 			if spin.Until(spin.Budget(), func() bool {
 				polls++
-				if polls%32 == 0 && p.sock.readable() {
+				if polls%readableEvery == 0 && p.sock.readable() {
 					s.rounds = 0 // poll it next round
 					return true
 				}
@@ -175,11 +178,17 @@ type pumpState struct {
 	buf           []byte
 	eof           bool // the socket ended
 	rounds        int  // rounds of the pump's loop
+	recent        bool // the last rounds consumed the lane, and no poll followed
 }
 
 // pollEvery is how many rounds of a busy pump pass between two polls of
-// the socket.
-const pollEvery = 16
+// the socket; readableEvery is how many polls of the lane a spinning pump
+// makes between two looks at the socket (a system call, where a poll of
+// the lane is two loads).
+const (
+	pollEvery     = 16
+	readableEvery = 1024
+)
 
 // published reports whether the peer published slots or control entries
 // not consumed yet.

@@ -1,6 +1,8 @@
 package shm
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -25,4 +27,18 @@ func TestConformanceTight(t *testing.T) {
 			c.EagerMax = 4096
 		}))
 	})
+}
+
+// A group of one rank connects at once, has no peer, and closes.
+func TestSingleRank(t *testing.T) {
+	tr, err := Connect(context.Background(), Config{Rank: 0, Size: 1, Run: testRun(t), Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Send(context.Background(), 0, transport.Tag{}, nil); !errors.Is(err, transport.ErrBadPeer) {
+		t.Errorf("send to itself: %v", err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
