@@ -128,6 +128,7 @@ func benchCopy(b *testing.B, size int) {
 // benchProcs runs rank 1 in a process of its own (benchRank) and rank 0
 // here.
 func benchProcs(b *testing.B, kind string, size int, echo bool) {
+	needShm(b)
 	run := testRun(b)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRankProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envScenario+"=bench", envRank+"=1", envSize+"=2", envRun+"="+run,

@@ -18,8 +18,6 @@ const (
 	DefaultHandshakeTimeout = 5 * time.Second
 	// MinSecret is the shortest Secret accepted.
 	MinSecret = 16
-	// MaxRun is the longest Run accepted.
-	MaxRun = 64
 
 	// Bounds of the ring geometry: a region holds two rings of Slots
 	// slots of SlotSize bytes (plus a slot header each).
@@ -38,8 +36,9 @@ const (
 type Config struct {
 	// Rank is this endpoint's rank, 0 <= Rank < Size.
 	Rank, Size int
-	// Group and Run name this run: with the rank they name each rank's
-	// rendezvous socket, and a rank of another group is refused.
+	// Group and Run (any string) name this run: with the rank they name
+	// each rank's rendezvous socket, and a rank of another group or run
+	// is refused.
 	Group uint64
 	Run   string
 	// Secret is shared by the ranks of the group (at least MinSecret
@@ -90,14 +89,6 @@ func (c Config) normalize() (Config, error) {
 	}
 	if len(c.Secret) < MinSecret {
 		return bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
-	}
-	if len(c.Run) > MaxRun {
-		return bad("run name of %d bytes, want at most %d", len(c.Run), MaxRun)
-	}
-	for _, r := range c.Run {
-		if r <= ' ' || r > '~' || r == '/' {
-			return bad("run name %q: want printable ASCII without spaces or slashes", c.Run)
-		}
 	}
 	c.Secret = append([]byte(nil), c.Secret...)
 	if c.SlotSize == 0 {

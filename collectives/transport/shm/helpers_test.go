@@ -26,10 +26,19 @@ func testRun(t testing.TB) string {
 	return fmt.Sprintf("test-%d-%d-%d", time.Now().UnixNano()%1e9, runs.Add(1), len(t.Name()))
 }
 
+// needShm skips a test where the transport does not work.
+func needShm(t testing.TB) {
+	t.Helper()
+	if err := supported(); err != nil {
+		t.Skip(err)
+	}
+}
+
 // build connects n ranks of a fresh run, each configured by tweak (which
 // may be nil), and returns them indexed by rank.
 func build(t testing.TB, n int, tweak func(*Config)) []*Transport {
 	t.Helper()
+	needShm(t)
 	run := testRun(t)
 	ts := make([]*Transport, n)
 	errs := make([]error, n)

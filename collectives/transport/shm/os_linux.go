@@ -4,6 +4,7 @@ package shm
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -16,9 +17,23 @@ const network = "unixpacket"
 
 // sockName is rank's rendezvous socket for (run, group): a name in the
 // abstract namespace, which the kernel drops with the last socket bound to
-// it, so a crashed run leaves no name behind.
+// it, so a crashed run leaves no name behind. A run whose name is long or
+// holds other characters than letters, digits, '.', '_' and '-' is named
+// by a hash (names are at most 107 bytes).
 func sockName(run string, group uint64, rank int) string {
-	return fmt.Sprintf("@choreo-shm/%s/%016x/%d", run, group, rank)
+	return fmt.Sprintf("@choreo-shm/%s/%016x/%d", runTag(run), group, rank)
+}
+
+func runTag(run string) string {
+	safe := len(run) <= 48
+	for _, r := range run {
+		safe = safe && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}
+	if safe {
+		return run
+	}
+	h := runHash(run)
+	return "h" + hex.EncodeToString(h[:])
 }
 
 // runHash names a run in the handshake.

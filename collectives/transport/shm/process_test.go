@@ -315,6 +315,7 @@ func checkNoNewShm(t *testing.T, before map[string]bool) {
 // timeout is longer still), the survivors unmap its regions and still
 // work together, and nothing is left under /dev/shm.
 func TestProcessKilledMidTransfer(t *testing.T) {
+	needShm(t)
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -366,6 +367,7 @@ func TestProcessKilledMidTransfer(t *testing.T) {
 // the next start of that run connects; a file named like a region of that
 // run is ignored.
 func TestStaleRun(t *testing.T) {
+	needShm(t)
 	if testing.Short() {
 		t.Skip("starts processes")
 	}

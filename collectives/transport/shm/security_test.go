@@ -17,6 +17,7 @@ import (
 // refused before any region is made, and the group then connects and
 // works. Once connected, the rendezvous name is gone.
 func TestHandshakeRefusals(t *testing.T) {
+	needShm(t)
 	run := testRun(t)
 	var mu sync.Mutex
 	var refused []string
@@ -119,7 +120,6 @@ func TestConfigRefused(t *testing.T) {
 	for name, mut := range map[string]func(*Config){
 		"rank":      func(c *Config) { c.Rank = 2 },
 		"secret":    func(c *Config) { c.Secret = c.Secret[:MinSecret-1] },
-		"run":       func(c *Config) { c.Run = "a/b" },
 		"slot size": func(c *Config) { c.SlotSize = 1000 },
 		"slots":     func(c *Config) { c.Slots = 1 },
 		"region":    func(c *Config) { c.SlotSize, c.Slots = maxSlotSize, maxSlots },

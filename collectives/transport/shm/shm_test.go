@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -31,6 +32,7 @@ func TestConformanceTight(t *testing.T) {
 
 // A group of one rank connects at once, has no peer, and closes.
 func TestSingleRank(t *testing.T) {
+	needShm(t)
 	tr, err := Connect(context.Background(), Config{Rank: 0, Size: 1, Run: testRun(t), Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
@@ -40,5 +42,18 @@ func TestSingleRank(t *testing.T) {
 	}
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Any run name works: one that cannot be a socket name as it is is
+// hashed.
+func TestRunNames(t *testing.T) {
+	needShm(t)
+	for _, run := range []string{"", "job.42", "a/b c", strings.Repeat("x", 200), "ünï"} {
+		ts := build(t, 2, func(c *Config) { c.Run = run })
+		closeAll(ts)
+	}
+	if sockName("a/b", 1, 0) == sockName("a_b", 1, 0) || len(sockName(strings.Repeat("x", 200), 1<<63, 1<<30)) > 107 {
+		t.Error("run names collide or are too long")
 	}
 }
