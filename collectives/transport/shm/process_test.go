@@ -57,6 +57,16 @@ func TestRankProcess(t *testing.T) {
 			return
 		}
 		killScenario(tr)
+	case "silent":
+		cfg.PeerTimeout = 500 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		tr, err := Connect(ctx, cfg)
+		cancel()
+		if err != nil {
+			report("connect", err)
+			return
+		}
+		silentScenario(tr)
 	case "crash":
 		crashScenario(t, cfg)
 	case "bench":
@@ -156,6 +166,26 @@ func killScenario(tr *Transport) {
 	report("survivors", err)
 	_ = tr.Close()
 	fmt.Println("CLOSED MAPS", regions())
+}
+
+// silentScenario: rank 1 waits to be stopped (SIGSTOP: its socket stays
+// open, it says nothing more); rank 0 waits for a message from it and
+// reports how that ended.
+func silentScenario(tr *Transport) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defer tr.Close()
+	if tr.Rank() == 1 {
+		fmt.Println("WAITING")
+		<-ctx.Done()
+		return
+	}
+	fmt.Println("WAITING")
+	err := tr.Recv(ctx, 1, transport.Tag{Group: 1}, make([]byte, 8))
+	report("recv", err)
+	if err != nil && strings.Contains(err.Error(), "silent") {
+		fmt.Println("OK silent")
+	}
 }
 
 // crashScenario connects two ranks in this process, exchanges a message,
@@ -415,4 +445,34 @@ func TestStaleRun(t *testing.T) {
 	closeAll(ts)
 	_ = os.Remove(stale)
 	checkNoNewShm(t, before)
+}
+
+// TestProcessSilent stops a rank (SIGSTOP): its socket stays open, so only
+// its silence tells; its peer's receive fails with ErrPeerLost once the
+// peer timeout has passed without a heartbeat, well before its deadline.
+func TestProcessSilent(t *testing.T) {
+	needShm(t)
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	run := testRun(t)
+	c0, c1 := spawn(t, "silent", 0, 2, run), spawn(t, "silent", 1, 2, run)
+	if !c0.waitLine("WAITING", 60*time.Second) || !c1.waitLine("WAITING", 60*time.Second) {
+		t.Fatal("the ranks did not connect")
+	}
+	if err := c1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	out, done := c0.wait(60 * time.Second)
+	all := strings.Join(out, "\n")
+	if !done || !c0.waitLine("OK silent", 0) {
+		t.Fatalf("rank 0:\n%s", all)
+	}
+	found := false
+	for _, l := range out {
+		found = found || strings.HasPrefix(l, "ERR PeerLost recv")
+	}
+	if !found {
+		t.Fatalf("rank 0 did not lose its silent peer:\n%s", all)
+	}
 }
