@@ -64,6 +64,9 @@ func parseFrame(b []byte) (frame, error) {
 	le := binary.LittleEndian
 	f := frame{kind: b[0], flags: b[1], code: le.Uint32(b[4:]), group: le.Uint64(b[8:]),
 		seq: le.Uint64(b[16:]), id: le.Uint64(b[24:]), text: b[frameHdr:]}
+	if b[2] != 0 || b[3] != 0 {
+		return f, fmt.Errorf("frame with reserved bytes %x", b[2:4])
+	}
 	if f.kind < fData || f.kind > fPing {
 		return f, fmt.Errorf("unknown frame kind %d", f.kind)
 	}
