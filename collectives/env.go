@@ -38,6 +38,10 @@ type JoinConfig struct {
 	// Timeout bounds the whole of Join (rendezvous and connections).
 	// Default 60 s.
 	Timeout time.Duration
+	// Transport picks the data plane: "auto" or "" (shared memory when
+	// the roster puts every rank on this host, else TCP), "tcp" or "shm"
+	// (CHOREO_TRANSPORT). Every rank must pick alike.
+	Transport string
 	// Source names where the configuration came from: "choreo",
 	// "torchrun", "openmpi", "slurm" or "" when built by hand.
 	Source string
@@ -57,6 +61,7 @@ const (
 	EnvSecret      = "CHOREO_SECRET"
 	EnvRun         = "CHOREO_RUN"
 	EnvJoinTimeout = "CHOREO_JOIN_TIMEOUT"
+	EnvTransport   = "CHOREO_TRANSPORT"
 )
 
 // FromEnv reads this process's JoinConfig from the environment, trying
@@ -73,8 +78,8 @@ const (
 // Under Open MPI and Slurm the rendezvous is at CHOREO_COORDINATOR, or
 // MASTER_ADDR:MASTER_PORT, or else, when every rank runs on this host, at
 // 127.0.0.1 on a port derived from the job id. CHOREO_SECRET is always
-// needed (pass it on: `mpirun -x CHOREO_SECRET`); CHOREO_RUN and
-// CHOREO_JOIN_TIMEOUT are optional. What cannot be read is left in Err.
+// needed (pass it on: `mpirun -x CHOREO_SECRET`); CHOREO_RUN,
+// CHOREO_JOIN_TIMEOUT and CHOREO_TRANSPORT are optional. What cannot be read is left in Err.
 func FromEnv() JoinConfig { return fromEnv(os.Getenv) }
 
 // fromEnv is FromEnv over any lookup.
@@ -193,6 +198,11 @@ func commonEnv(get func(string) string, c *JoinConfig) error {
 	}
 	if r := get(EnvRun); r != "" {
 		c.Run = r
+	}
+	switch c.Transport = get(EnvTransport); c.Transport {
+	case "", "auto", "tcp", "shm":
+	default:
+		return fmt.Errorf("%s %q: want auto, tcp or shm", EnvTransport, c.Transport)
 	}
 	if s := get(EnvJoinTimeout); s != "" {
 		d, err := time.ParseDuration(s)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/collectives/cluster"
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/shm"
 	"github.com/choreo-gpu/choreo/collectives/transport/tcp"
 )
 
@@ -24,8 +26,10 @@ const lossGrace = 100 * time.Millisecond
 // processes (on one host or several): it starts rt's control plane
 // (protoactor remoting, authenticated with cfg.Secret) unless rt already
 // has one, meets the other ranks at the rendezvous rank 0 hosts (see
-// JoinConfig), connects the TCP data plane to every peer, and returns the
-// Group. Every rank calls Join with the same Size, Secret and Run.
+// JoinConfig), connects the data plane to every peer (shared memory when
+// every rank is on this host, TCP otherwise: JoinConfig.Transport), and
+// returns the Group. Every rank calls Join with the same Size, Secret and
+// Run.
 //
 // The whole is bounded by ctx and cfg.Timeout; a rendezvous that does not
 // complete fails with ErrTimeout naming the ranks missing, and a rank that
@@ -68,8 +72,7 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		node.Close("rendezvous failed")
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	t, err := ln.Connect(ctx, tcp.Config{Rank: cfg.Rank, Size: cfg.Size, Group: roster.Group,
-		Addrs: roster.DataAddrs(), Secret: cfg.Secret})
+	t, kind, err := cfg.connect(ctx, ln, roster)
 	if err != nil {
 		node.Close("data plane failed")
 		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
@@ -87,8 +90,41 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 	}
 	g.onClose = func() { node.Close("closed") }
 	rt.Logger().Info("joined", zap.Int("rank", cfg.Rank), zap.Int("size", cfg.Size), zap.String("source", cfg.Source),
+		zap.String("transport", kind),
 		zap.String("run", cfg.Run), zap.Uint64("group", roster.Group), zap.Strings("data", roster.DataAddrs()))
 	return g, nil
+}
+
+// dataPlane is a transport a peer can be declared lost on.
+type dataPlane interface {
+	transport.Transport
+	LosePeer(rank int, cause error)
+}
+
+// connect builds the data plane the roster calls for: shared memory when
+// every rank is on this host (or c.Transport says "shm"), TCP otherwise
+// (or when c.Transport says "tcp"). It closes ln when it is not used.
+func (c JoinConfig) connect(ctx context.Context, ln *tcp.Listener, roster cluster.Roster) (dataPlane, string, error) {
+	kind := c.Transport
+	if kind == "" || kind == "auto" {
+		kind = "tcp"
+		if roster.OneHost() && shm.Supported() {
+			kind = "shm"
+		}
+	}
+	switch kind {
+	case "shm":
+		_ = ln.Close()
+		t, err := shm.Connect(ctx, shm.Config{Rank: c.Rank, Size: c.Size, Group: roster.Group,
+			Run: fmt.Sprintf("%s-%x", c.Run, roster.Group), Secret: c.Secret})
+		return t, kind, err
+	case "tcp":
+		t, err := ln.Connect(ctx, tcp.Config{Rank: c.Rank, Size: c.Size, Group: roster.Group,
+			Addrs: roster.DataAddrs(), Secret: c.Secret})
+		return t, kind, err
+	}
+	_ = ln.Close()
+	return nil, kind, fmt.Errorf("%w: transport %q (want auto, tcp or shm)", ErrBadArgument, kind)
 }
 
 // check validates c for Join.

@@ -15,9 +15,17 @@ var done = regexp.MustCompile(`CHECK done ok=(\d+) failed=(\d+) live-fences=(-?\
 // TestMatrix: every op is correct on the R20 matrix across 2 and 4
 // processes, and no fence is left live.
 func TestMatrix(t *testing.T) {
-	for _, n := range []int{2, 4} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			out, err := launch(t, n, "check", "matrix")
+	for _, tr := range transports {
+		for _, n := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/%d", tr, n), func(t *testing.T) { matrix(t, tr, n) })
+		}
+	}
+}
+
+func matrix(t *testing.T, tr string, n int) {
+	{
+		{
+			out, err := launch(t, tr, n, "check", "matrix")
 			if err != nil {
 				t.Fatalf("%v:\n%s", err, out)
 			}
@@ -30,14 +38,14 @@ func TestMatrix(t *testing.T) {
 					t.Fatalf("%s:\n%s", m[0], out)
 				}
 			}
-		})
+		}
 	}
 }
 
 // TestMismatchedShapes: ranks all-reducing different shapes fail, every
 // one of them, with ErrShapeMismatch (the check's step passes when so).
 func TestMismatchedShapes(t *testing.T) {
-	out, err := launch(t, 3, "check", "mismatch")
+	out, err := launch(t, "auto", 3, "check", "mismatch")
 	if err != nil || strings.Count(out, "CHECK mismatch ok") != 3 {
 		t.Fatalf("%v:\n%s", err, out)
 	}
@@ -48,13 +56,15 @@ func TestMismatchedShapes(t *testing.T) {
 // soon, and a clean exit (its own, with the peer-lost status) with no
 // fence left live.
 func TestKillMidAllReduce(t *testing.T) {
-	for _, n := range []int{2, 4} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) { killMidAllReduce(t, n) })
+	for _, tr := range transports {
+		for _, n := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/%d", tr, n), func(t *testing.T) { killMidAllReduce(t, tr, n) })
+		}
 	}
 }
 
-func killMidAllReduce(t *testing.T, n int) {
-	c := newCluster(t, n)
+func killMidAllReduce(t *testing.T, tr string, n int) {
+	c := newCluster(t, n, tr)
 	ranks := c.startAll("check", "soak", "--size", "64MiB", "--iters", "100000", "--timeout", "60s")
 	for _, k := range ranks {
 		if _, ok := k.await(2*time.Minute, "SOAK 1"); !ok {

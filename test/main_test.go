@@ -71,8 +71,9 @@ type procs struct {
 	ranks  []*rank
 }
 
-// newCluster prepares n ranks' environment (ports free a moment ago).
-func newCluster(t *testing.T, n int) *procs {
+// newCluster prepares n ranks' environment (ports free a moment ago),
+// their data plane transport.
+func newCluster(t *testing.T, n int, transport string) *procs {
 	t.Helper()
 	c := &procs{t: t, n: n}
 	for range n {
@@ -91,7 +92,8 @@ func newCluster(t *testing.T, n int) *procs {
 	sec := make([]byte, 16)
 	_, _ = rand.Read(sec)
 	c.common = []string{"CHOREO_WORLD_SIZE=" + strconv.Itoa(n), "CHOREO_HOSTFILE=" + hf,
-		"CHOREO_SECRET=" + hex.EncodeToString(sec), "CHOREO_RUN=test-" + hex.EncodeToString(sec[:4])}
+		"CHOREO_SECRET=" + hex.EncodeToString(sec), "CHOREO_RUN=test-" + hex.EncodeToString(sec[:4]),
+		"CHOREO_TRANSPORT=" + transport}
 	t.Cleanup(c.stop)
 	return c
 }
@@ -200,13 +202,18 @@ func (c *procs) stop() {
 	}
 }
 
-// launch runs `demo launch -n n <args>` to its end (bounded) and returns
-// its output and error.
-func launch(t *testing.T, n int, args ...string) (string, error) {
+// transports are the data planes every cluster test runs over
+// (CHOREO_TRANSPORT): on one host "auto" picks shm.
+var transports = []string{"tcp", "shm"}
+
+// launch runs `demo launch -n n <args>` over transport to its end
+// (bounded) and returns its output and error.
+func launch(t *testing.T, transport string, n int, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, demo, append([]string{"launch", "-n", strconv.Itoa(n)}, args...)...)
+	cmd.Env = append(os.Environ(), "CHOREO_TRANSPORT="+transport)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

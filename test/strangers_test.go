@@ -32,7 +32,7 @@ import (
 // hellos with a Refused answer), no rank dies, and every collective
 // completes correctly.
 func TestStrangersRefused(t *testing.T) {
-	c := newCluster(t, 2)
+	c := newCluster(t, 2, "auto")
 	ranks := c.startAll("check", "soak", "--size", "1MiB", "--iters", "300")
 	for _, k := range ranks {
 		if _, ok := k.await(2*time.Minute, "SOAK 2"); !ok {

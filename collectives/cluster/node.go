@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,9 +87,20 @@ func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
 // Control is this rank's control-plane address.
 func (n *Node) Control() string { return n.control }
 
+// hostID names this machine: its host name and, where the system tells
+// it (Linux), its boot id, so that two machines (containers) that share a
+// host name are not taken for one.
+func hostID() string {
+	host, _ := os.Hostname()
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		host += "/" + strings.TrimSpace(string(b))
+	}
+	return host
+}
+
 // hello is this rank's Hello.
 func (n *Node) hello() *wire.Hello {
-	host, _ := os.Hostname()
+	host := hostID()
 	return &wire.Hello{Rank: uint32(n.spec.Rank), Size: uint32(n.spec.Size), ControlAddr: n.control,
 		DataAddr: n.spec.Data, Host: host, Pid: int32(os.Getpid()), Run: n.spec.Run,
 		Backend: n.spec.Backend, Version: Version}

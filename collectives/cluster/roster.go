@@ -36,6 +36,17 @@ func (r Roster) DataAddrs() []string {
 	return out
 }
 
+// OneHost reports whether every rank said it runs on the same host (by
+// host name), so that a same-host data plane can serve the group.
+func (r Roster) OneHost() bool {
+	for _, m := range r.Members {
+		if m.Host == "" || m.Host != r.Members[0].Host {
+			return false
+		}
+	}
+	return len(r.Members) > 0
+}
+
 func (r Roster) String() string {
 	return fmt.Sprintf("group %#x, %d ranks", r.Group, len(r.Members))
 }
