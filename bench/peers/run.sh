@@ -102,11 +102,16 @@ for n in "${ranks[@]}"; do
   files=("ompi-default=$out/raw/$n-ompi-default.tsv" "ompi-tcp=$out/raw/$n-ompi-tcp.tsv" "gloo=$out/raw/$n-gloo.tsv")
   if [ -n "$demo" ]; then
     if [ -n "$cross" ]; then
-      peer "$n" "$choreo" "$demo" launch -n "$n" bench "${sweep[@]}"
+      # choreo over TCP (compared with the TCP peers) and over shared memory
+      # (beside Open MPI's default), both as N processes.
+      choreo=choreo-tcp
+      peer "$n" choreo-tcp env CHOREO_TRANSPORT=tcp "$demo" launch -n "$n" bench "${sweep[@]}"
+      peer "$n" choreo-shm env CHOREO_TRANSPORT=shm "$demo" launch -n "$n" bench "${sweep[@]}"
+      files+=("choreo-tcp=$out/raw/$n-choreo-tcp.tsv" "choreo-shm=$out/raw/$n-choreo-shm.tsv")
     else
       peer "$n" "$choreo" "$demo" bench --ranks "$n" "${sweep[@]}"
+      files+=("$choreo=$out/raw/$n-$choreo.tsv")
     fi
-    files+=("$choreo=$out/raw/$n-$choreo.tsv")
   fi
   echo
   $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --ops "$ops" --sizes "$sizes" \
