@@ -36,9 +36,10 @@ const lossGrace = 100 * time.Millisecond
 // disagrees with rank 0 (world size, run, protocol version, a rank taken
 // twice) with ErrMismatch. Afterwards a peer whose process dies, closes its
 // group or goes silent fails every pending and later operation involving
-// it with ErrPeerLost, on every survivor, within about a second (sooner on
-// one host: the data plane sees the connection break, the control plane
-// the endpoint end). Close leaves the group; rt stays usable, also for a
+// it with ErrPeerLost, on every survivor: a dead process within
+// milliseconds on one host (the data plane sees its connections end, the
+// control plane its endpoint), a silent one within the data plane's peer
+// timeout (10 s). Close leaves the group; rt stays usable, also for a
 // later Join.
 func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Option) (*Group, error) {
 	if err := cfg.check(rt); err != nil {

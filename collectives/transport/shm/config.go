@@ -13,7 +13,10 @@ const (
 	DefaultSlots       = 16
 	DefaultEagerMax    = 64 << 10
 	DefaultMaxBuffered = 4 << 20
-	DefaultPeerTimeout = time.Second
+	// DefaultHeartbeatInterval is the longest default HeartbeatInterval:
+	// the heartbeat also moves what arrives while nothing waits on a peer.
+	DefaultHeartbeatInterval = 250 * time.Millisecond
+	DefaultPeerTimeout       = 10 * time.Second
 	// DefaultHandshakeTimeout bounds one connection's handshake.
 	DefaultHandshakeTimeout = 5 * time.Second
 	// MinSecret is the shortest Secret accepted.
@@ -67,7 +70,8 @@ type Config struct {
 	// Default DefaultPeerTimeout.
 	PeerTimeout time.Duration
 	// HeartbeatInterval is how often idle peers are pinged and their
-	// silence is checked; at most PeerTimeout/3. Default PeerTimeout/4.
+	// silence is checked; at most PeerTimeout/3. Default min(PeerTimeout/4,
+	// DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
 	// HandshakeTimeout bounds each connection's handshake. Default
 	// DefaultHandshakeTimeout.
@@ -122,7 +126,7 @@ func (c Config) normalize() (Config, error) {
 		c.PeerTimeout = DefaultPeerTimeout
 	}
 	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = c.PeerTimeout / 4
+		c.HeartbeatInterval = min(c.PeerTimeout/4, DefaultHeartbeatInterval)
 	}
 	if c.PeerTimeout < 0 || c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.PeerTimeout/3 {
 		return bad("HeartbeatInterval %v for PeerTimeout %v (want 0 < interval <= timeout/3)", c.HeartbeatInterval, c.PeerTimeout)
