@@ -194,6 +194,13 @@ type ringLane struct {
 	free chan []byte
 	// fail fails the run's tasks (ending the context of every call).
 	fail func(error)
+	// rsSent is closed once every reduce-scatter send of the lane has
+	// returned. The all-gather receives into blocks those sends read
+	// (the input in place, or partial sums): the peers cannot send those
+	// bytes before they have them, but that order runs through other
+	// ranks, so the receiver waits for it here as well, and the memory
+	// order is one this process itself establishes.
+	rsSent chan struct{}
 }
 
 // newRingLane returns direction dirIdx (d = +1 or -1) of spec's run and the
@@ -206,15 +213,20 @@ func (c *coll) newRingLane(spec *ringSpec, dirIdx, d int) (*ringLane, int) {
 		total += spec.chunks(l)
 		biggest = max(biggest, min(l, spec.chunk))
 	}
-	return &ringLane{
+	l := &ringLane{
 		c: c, spec: spec, dirIdx: dirIdx, d: d,
-		next:  mod(r+d, n),
-		prev:  mod(r-d, n),
-		total: total,
-		items: make(chan ringItem, total),
-		ready: make(chan struct{}, total),
-		free:  make(chan []byte, ringSlots),
-	}, biggest
+		next:   mod(r+d, n),
+		prev:   mod(r-d, n),
+		total:  total,
+		items:  make(chan ringItem, total),
+		ready:  make(chan struct{}, total),
+		free:   make(chan []byte, ringSlots),
+		rsSent: make(chan struct{}),
+	}
+	if spec.g0 >= n-1 {
+		close(l.rsSent) // no reduce-scatter in this run
+	}
+	return l, biggest
 }
 
 // fillSlots gives the lane its ringSlots receive slots of size bytes each.
@@ -276,6 +288,19 @@ func (l *ringLane) send(ctx context.Context) (err error) {
 			tag, piece := l.tag(i), src[lo:min(lo+spec.chunk, len(src))]
 			w.started(startOp(func() error { return c.t.Send(ctx, l.next, tag, piece) }))
 		}
+		if g == c.n-2 {
+			// The last reduce-scatter send has started; earlier ones have
+			// returned (next waited for them) or are in the window.
+			inFlight := w.ops
+			go func() {
+				for _, o := range inFlight {
+					if o != nil {
+						<-o.done
+					}
+				}
+				close(l.rsSent)
+			}()
+		}
 	}
 	return nil
 }
@@ -297,6 +322,13 @@ func (l *ringLane) recv(ctx context.Context) (err error) {
 	for g := spec.g0; g < spec.g1; g++ {
 		b := mod(c.rank-l.d*(g+2), c.n)
 		dst := spec.half(spec.acc(b), l.dirIdx)
+		if g == rsEnd {
+			select {
+			case <-l.rsSent:
+			case <-ctx.Done():
+				return transport.CtxError(ctx)
+			}
+		}
 		for lo := 0; lo < len(dst); lo += spec.chunk {
 			it := ringItem{g: g, b: b, lo: lo, hi: min(lo+spec.chunk, len(dst))}
 			into := dst[it.lo:it.hi]
