@@ -20,8 +20,9 @@ type (
 	}
 	// leave tells the watched peers this rank leaves.
 	leave struct{ reason string }
-	// askMissing makes rank 0's actor answer on its Node's missingQ.
-	askMissing struct{}
+	// askMissing asks rank 0's actor which ranks never said hello; the
+	// answer goes to reply (buffered).
+	askMissing struct{ reply chan<- []int }
 )
 
 // nodeActor owns a Node's state: on rank 0 the rendezvous (gather, the
@@ -67,7 +68,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 			c.Send(pidOf(key), &wire.Leave{Rank: uint32(a.n.spec.Rank), Reason: m.reason})
 		}
 	case askMissing:
-		a.answerMissing()
+		a.answerMissing(m.reply)
 	}
 }
 
@@ -163,17 +164,13 @@ func (a *nodeActor) terminated(m *actor.Terminated) {
 	}
 }
 
-// answerMissing answers rank 0's Node with the ranks that never said hello.
-func (a *nodeActor) answerMissing() {
+// answerMissing tells reply the ranks that never said hello.
+func (a *nodeActor) answerMissing(reply chan<- []int) {
 	var m []int
 	if a.gather != nil {
 		m = a.gather.missing()
 	}
-	select {
-	case q := <-a.n.missingQ:
-		q <- m
-	default:
-	}
+	reply <- m
 }
 
 // keyOf names a PID by address and id.

@@ -51,7 +51,6 @@ type Node struct {
 
 	final    chan result                 // the roster or a refusal, once
 	progress atomic.Pointer[wire.Roster] // rank 0's latest partial roster
-	missingQ chan chan []int             // asks rank 0's actor who is missing
 
 	closeOnce sync.Once
 }
@@ -71,7 +70,7 @@ func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start: %w: rank %d of %d", errs.ErrBadArgument, spec.Rank, spec.Size)
 	}
 	n := &Node{rt: rt, spec: spec, control: rt.Remote().Address(),
-		final: make(chan result, 1), missingQ: make(chan chan []int, 1)}
+		final: make(chan result, 1)}
 	a := &nodeActor{n: n, log: rt.Logger().Named("cluster")}
 	if spec.Rank == 0 {
 		a.gather = newGather(spec.Size, spec.Run)
@@ -155,18 +154,14 @@ func (n *Node) timedOut(ctx context.Context) error {
 		cause = fmt.Errorf("%w: %w", errs.ErrTimeout, cause)
 	}
 	if n.spec.Rank == 0 {
-		q := make(chan []int, 1)
+		reply := make(chan []int, 1)
+		n.rt.ActorSystem().Root.Send(n.pid, askMissing{reply: reply})
 		select {
-		case n.missingQ <- q:
-			n.rt.ActorSystem().Root.Send(n.pid, askMissing{})
-			select {
-			case m := <-q:
-				return fmt.Errorf("cluster: rank 0: rendezvous: ranks %v never joined: %w", m, cause)
-			case <-time.After(time.Second):
-			}
-		default:
+		case m := <-reply:
+			return fmt.Errorf("cluster: rank 0: rendezvous: ranks %v never joined: %w", m, cause)
+		case <-time.After(time.Second):
+			return fmt.Errorf("cluster: rank 0: rendezvous: %w", cause)
 		}
-		return fmt.Errorf("cluster: rank 0: rendezvous: %w", cause)
 	}
 	if p := n.progress.Load(); p != nil {
 		return fmt.Errorf("cluster: rank %d: rendezvous: rank 0 at %s was still waiting for ranks %v: %w",
