@@ -137,13 +137,12 @@ func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) 
 
 func newTransport(cfg Config) *Transport {
 	t := &Transport{
-		cfg:    cfg,
-		rank:   cfg.Rank,
-		size:   cfg.Size,
-		peers:  make([]*peer, cfg.Size),
-		epoch:  time.Now(),
-		done:   make(chan struct{}),
-		aborts: make(map[collKey]*abortRec),
+		cfg:   cfg,
+		rank:  cfg.Rank,
+		size:  cfg.Size,
+		peers: make([]*peer, cfg.Size),
+		epoch: time.Now(),
+		done:  make(chan struct{}),
 	}
 	for r := range cfg.Size {
 		if r == cfg.Rank {

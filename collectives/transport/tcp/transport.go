@@ -13,8 +13,6 @@ import (
 )
 
 const (
-	// abortMemory is how many aborted collectives a Transport remembers.
-	abortMemory = 1 << 14
 	// maxRTS bounds the messages per peer and direction that wait for
 	// their Recv (a sender waits for a slot; a receiver drops a peer that
 	// announces four times more).
@@ -63,9 +61,7 @@ type Transport struct {
 	wg      sync.WaitGroup
 	timer   *time.Timer
 
-	amu    sync.Mutex
-	aborts map[collKey]*abortRec
-	aorder []collKey // oldest first
+	aborts transport.Aborts // the collectives aborted here, bounded
 
 	refused, protoErrs, lostPeers atomic.Uint64
 	closeOnce                     sync.Once
@@ -95,14 +91,6 @@ func (t *Transport) Stats() Stats {
 type collKey struct{ group, seq uint64 }
 
 func keyOf(t transport.Tag) collKey { return collKey{t.Group, t.Seq} }
-
-// abortRec is what a rank knows of an aborted collective. When two ranks
-// abort one collective at once, every rank keeps the record with the
-// earliest (when, origin), so all converge on one origin.
-type abortRec struct {
-	when int64 // unix nanos at the origin
-	err  *transport.AbortError
-}
 
 // peer is this rank's state for one other rank.
 type peer struct {
@@ -707,34 +695,10 @@ func (p *peer) protocol(err error) {
 
 // aborted returns the AbortError of tag's collective, or nil.
 func (t *Transport) aborted(tag transport.Tag) error {
-	t.amu.Lock()
-	defer t.amu.Unlock()
-	if a := t.aborts[keyOf(tag)]; a != nil {
-		return a.err
+	if a := t.aborts.Of(tag); a != nil {
+		return a
 	}
 	return nil
-}
-
-// record stores rec unless an earlier record of its collective is known
-// (local: unless any is); it reports whether rec was stored.
-func (t *Transport) record(rec *abortRec, local bool) bool {
-	k := collKey{rec.err.Group, rec.err.Seq}
-	t.amu.Lock()
-	defer t.amu.Unlock()
-	if old := t.aborts[k]; old != nil {
-		if local || rec.when > old.when || (rec.when == old.when && rec.err.Origin >= old.err.Origin) {
-			return false
-		}
-		t.aborts[k] = rec
-		return true
-	}
-	t.aborts[k] = rec
-	t.aorder = append(t.aorder, k)
-	if len(t.aorder) > abortMemory {
-		delete(t.aborts, t.aorder[0])
-		t.aorder = t.aorder[1:]
-	}
-	return true
 }
 
 // Abort fails the collective (tag.Group, tag.Seq) on every rank: this
@@ -748,7 +712,7 @@ func (t *Transport) Abort(tag transport.Tag, cause error) {
 	}
 	now := time.Now().UnixNano()
 	a := &transport.AbortError{Origin: t.rank, Group: tag.Group, Seq: tag.Seq, Cause: cause}
-	if !t.record(&abortRec{when: now, err: a}, true) {
+	if !t.aborts.Record(a, now, true) {
 		return
 	}
 	t.sweep(keyOf(tag), a)
@@ -768,7 +732,7 @@ func (t *Transport) Abort(tag transport.Tag, cause error) {
 func (t *Transport) remoteAbort(p *peer, f *frame, text []byte) {
 	a := &transport.AbortError{Origin: p.rank, Group: f.Group, Seq: f.Seq,
 		Cause: transport.RemoteCause(transport.CauseCode(f.Size), string(text))}
-	if t.record(&abortRec{when: int64(f.ID), err: a}, false) {
+	if t.aborts.Record(a, int64(f.ID), false) {
 		t.sweep(collKey{f.Group, f.Seq}, a)
 	}
 }
