@@ -67,7 +67,7 @@ func (g *Group) Split(color, key int) (*Group, error) {
 	}
 	h := fnv.New64a()
 	_ = binary.Write(h, binary.LittleEndian, [3]uint64{g.id, seq, uint64(int64(color))})
-	id := h.Sum64() | 1<<63 // never equal to a Local world's small id
+	id := transport.DerivedGroup(h.Sum64()) // never equal to a world's id
 	sub := &subTransport{parent: g.t, ranks: ranks, rank: me}
 	return newGroup(g.rt, sub, id, g.cfg)
 }

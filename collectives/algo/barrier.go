@@ -17,8 +17,8 @@ func Barrier(ctx context.Context, t transport.Transport, d Desc, opts ...Option)
 }
 
 func (c *coll) barrier() error {
-	if c.d.Seq >= 1<<63 {
-		return fmt.Errorf("seq %d >= 1<<63: %w", c.d.Seq, ErrBadArgument)
+	if !c.tagged {
+		return fmt.Errorf("seq %d >= %d: %w", c.d.Seq, uint64(transport.MaxSeq), ErrBadArgument)
 	}
 	c.alg = Ring
 	if c.pa != nil {

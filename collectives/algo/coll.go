@@ -29,19 +29,26 @@ type coll struct {
 	rank, n int
 	alg     Algorithm
 	small   bool // the latency variant of alg
+	// base is the collective's tag (step 0), set when the descriptor fits
+	// the tag layout (tagged); an untagged call fails before it sends.
+	base   transport.Tag
+	tagged bool
 }
 
 func newColl(ctx context.Context, t transport.Transport, d Desc, kind Kind, opts []Option) *coll {
 	d.Kind = kind
 	c := &coll{ctx: ctx, t: t, d: d, o: buildOptions(opts), rank: t.Rank(), n: t.Size()}
+	p2p := kind == KindSend || kind == KindRecv // tagged by p2p
+	if !p2p && d.Seq < transport.MaxSeq && d.Part < transport.MaxParts {
+		c.base, c.tagged = transport.CollTag(d.Group, d.Seq, d.Part, 0), true
+	}
 	c.pa, _ = t.(transport.PeerAccess)
 	c.o.chunkDefault(c.pa != nil)
 	return c
 }
 
-func (c *coll) tag(step uint32) transport.Tag {
-	return transport.Tag{Group: c.d.Group, Seq: c.d.Seq, Step: c.d.Part<<partShift | step}
-}
+// tag is the tag of the collective's step step (its part kept).
+func (c *coll) tag(step uint32) transport.Tag { return c.base.WithStep(step) }
 
 // agreedError marks an error every rank reaches on its own from the matched
 // descriptor (a mismatch, an invalid op or root): no abort is needed, and
@@ -61,7 +68,7 @@ func (c *coll) finish(err error) error {
 		return nil
 	}
 	var ag agreedError
-	if !errors.As(err, &ag) {
+	if !errors.As(err, &ag) && c.tagged {
 		c.t.Abort(c.tag(0), fmt.Errorf("%s rank %d: %w", c.d.Kind, c.rank, err))
 	} else {
 		err = ag.error
@@ -85,8 +92,8 @@ func (c *coll) checkBasic() error {
 	if c.d.Count < 0 {
 		return fmt.Errorf("negative count %d: %w", c.d.Count, ErrBadArgument)
 	}
-	if c.d.Seq >= 1<<63 {
-		return fmt.Errorf("seq %d >= 1<<63: %w", c.d.Seq, ErrBadArgument)
+	if c.d.Seq >= transport.MaxSeq {
+		return fmt.Errorf("seq %d >= %d: %w", c.d.Seq, uint64(transport.MaxSeq), ErrBadArgument)
 	}
 	if c.d.Part >= MaxParts || c.d.Whole < 0 {
 		return fmt.Errorf("part %d of %d elements (parts below %d): %w", c.d.Part, c.d.Whole, MaxParts, ErrBadArgument)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/choreo-gpu/choreo/collectives/reduce"
+	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
@@ -73,13 +74,9 @@ type Desc struct {
 	Whole int
 }
 
-// MaxParts bounds Desc.Part: a part's tags take the Step bits above
-// partShift.
-const MaxParts = 1 << (32 - partShift)
-
-// partShift is where Desc.Part goes in a tag's Step; the algorithms' own
-// steps stay below it.
-const partShift = 20
+// MaxParts bounds Desc.Part (the tag layout's part bits, see
+// transport.Tag).
+const MaxParts = transport.MaxParts
 
 func (d Desc) String() string {
 	s := fmt.Sprintf("%s %s count=%d", d.Kind, d.DType, d.Count)

@@ -3,7 +3,8 @@ package algo
 // Fuzz targets for what travels between ranks and is decoded there: the
 // match signature (encode/decode, the mismatch verdict every rank reaches
 // from the min and max it received, and which descriptor fields it tells
-// apart), the point-to-point and part tags, and the block split. Internal,
+// apart), and the block split (the tag layout's own target is
+// transport.FuzzTags). Internal,
 // because the signature is. Run one with:
 //
 //	go test -run='^$' -fuzz='^FuzzSignatureOf$' -fuzztime=30s ./collectives/algo
@@ -15,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/choreo-gpu/choreo/collectives/reduce"
-	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
@@ -146,41 +146,6 @@ func FuzzSignatureOf(f *testing.F) {
 		if same := model(c1) == model(c2); same != bytes.Equal(s1, s2) {
 			t.Fatalf("%s: descriptors %+v (alg %v small %v chunk %d) and %+v (alg %v small %v chunk %d): equal signatures %v, want %v",
 				Kind(kind), c1.d, c1.alg, c1.small, c1.o.ChunkBytes, c2.d, c2.alg, c2.small, c2.o.ChunkBytes, !same, same)
-		}
-	})
-}
-
-// FuzzTags: point-to-point tags name (src, dst, seq) one to one within
-// their limits and never collide with a collective's tag (Seq below
-// 1<<63); the steps of a call's parts never collide either.
-func FuzzTags(f *testing.F) {
-	f.Add(uint64(1), uint16(0), uint16(1), uint32(1), uint16(1), uint16(0), uint32(1), uint64(5), uint32(0), uint32(stepData), uint32(1), uint32(stepData))
-	f.Add(uint64(math.MaxUint64), uint16(maxP2PRank-1), uint16(0), uint32(math.MaxUint32), uint16(0), uint16(maxP2PRank-1), uint32(0),
-		uint64(1<<63-1), uint32(MaxParts-1), uint32(1<<partShift-1), uint32(0), uint32(0))
-	f.Fuzz(func(t *testing.T, group uint64, src1, dst1 uint16, seq1 uint32, src2, dst2 uint16, seq2 uint32,
-		collSeq uint64, part1, step1, part2, step2 uint32) {
-		s1, d1 := int(src1)%maxP2PRank, int(dst1)%maxP2PRank
-		s2, d2 := int(src2)%maxP2PRank, int(dst2)%maxP2PRank
-		t1 := P2PTag(group, s1, d1, uint64(seq1))
-		t2 := P2PTag(group, s2, d2, uint64(seq2))
-		if (t1 == t2) != (s1 == s2 && d1 == d2 && seq1 == seq2) {
-			t.Fatalf("P2PTag(%d, %d, %d) = %v, P2PTag(%d, %d, %d) = %v", s1, d1, seq1, t1, s2, d2, seq2, t2)
-		}
-		if t1.Group != group || t1.Seq < 1<<63 {
-			t.Fatalf("P2PTag(%d, %d, %d, %d) = %v: wrong group, or a Seq a collective could have", group, s1, d1, seq1, t1)
-		}
-		// Collectives' tags: Seq below 1<<63, parts below MaxParts, steps
-		// below 1<<partShift.
-		cs := collSeq &^ (1 << 63)
-		p1, p2 := part1%MaxParts, part2%MaxParts
-		st1, st2 := step1%(1<<partShift), step2%(1<<partShift)
-		c1 := &coll{d: Desc{Group: group, Seq: cs, Part: p1}}
-		c2 := &coll{d: Desc{Group: group, Seq: cs, Part: p2}}
-		if (c1.tag(st1) == c2.tag(st2)) != (p1 == p2 && st1 == st2) {
-			t.Fatalf("part %d step %d: %v; part %d step %d: %v", p1, st1, c1.tag(st1), p2, st2, c2.tag(st2))
-		}
-		if c1.tag(st1) == t1 || (transport.Tag{Group: group, Seq: cs}) == t1 {
-			t.Fatalf("collective tag %v equals a point-to-point tag", c1.tag(st1))
 		}
 	})
 }

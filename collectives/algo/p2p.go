@@ -10,9 +10,9 @@ import (
 
 // Point to point. The k-th Send from a to b meets the k-th Recv on b from a:
 // the caller numbers them in d.Seq (per ordered pair, each side counting its
-// own calls). Their messages use their own tag space, (Group, 1<<63 | src<<48
-// | dst<<32 | Seq mod 2^32), so they never meet a collective's messages;
-// ranks must be below 1<<15.
+// own calls). Their messages use their own tag space (transport.P2PTag), so
+// they never meet a collective's messages; ranks must be below
+// transport.MaxP2PRank.
 //
 // The sender first sends a signature (dtype, count) and then the data; the
 // receiver compares the signature with its own and, on a difference, aborts
@@ -23,7 +23,7 @@ import (
 const (
 	stepP2PSig  = stepData
 	stepP2PData = stepData + 1
-	maxP2PRank  = 1 << 15
+	maxP2PRank  = transport.MaxP2PRank
 )
 
 // Send sends in (d.Count elements of d.DType) to rank d.Peer.
@@ -41,7 +41,7 @@ func Recv(ctx context.Context, t transport.Transport, d Desc, out []byte, opts .
 // P2PTag is the tag (Step aside) of the seq-th message from src to dst in
 // group: Abort of it fails that Send and its Recv.
 func P2PTag(group uint64, src, dst int, seq uint64) transport.Tag {
-	return transport.Tag{Group: group, Seq: 1<<63 | uint64(src)<<48 | uint64(dst)<<32 | seq&0xFFFFFFFF}
+	return transport.P2PTag(group, src, dst, seq)
 }
 
 func (c *coll) p2p(buf []byte, send bool) error {
@@ -58,7 +58,7 @@ func (c *coll) p2p(buf []byte, send bool) error {
 	if !send {
 		src, dst = dst, src
 	}
-	c.d.Seq = P2PTag(c.d.Group, src, dst, c.d.Seq).Seq
+	c.base, c.tagged = transport.P2PTag(c.d.Group, src, dst, c.d.Seq), true
 	// Local errors from here on abort the pair's tag, waking the partner.
 	if !c.d.DType.Valid() || c.d.Count < 0 {
 		return fmt.Errorf("invalid dtype %v or count %d: %w", c.d.DType, c.d.Count, ErrBadArgument)

@@ -53,7 +53,7 @@ func FuzzLocalTags(f *testing.F) {
 		aborted := map[[2]uint64]int{} // (group, seq) -> origin
 		seqOf := func(b byte) uint64 {
 			if b >= 200 {
-				return 1<<63 | uint64(b)<<32 | 1 // a point-to-point tag's range
+				return transport.P2PTag(0, int(b), 1, 1).Seq // a point-to-point tag's range
 			}
 			return uint64(b % 4)
 		}

@@ -1,24 +1,6 @@
 package transport
 
-import (
-	"context"
-	"fmt"
-)
-
-// Tag matches a message: a Recv takes only a message sent with an equal Tag
-// from the given source. Group and Seq name one collective (the group id and
-// the call-order sequence number that every rank of the group gives it);
-// Step tells the messages of one collective apart. Abort acts on
-// (Group, Seq) and so on every Step of the collective.
-type Tag struct {
-	Group uint64
-	Seq   uint64
-	Step  uint32
-}
-
-func (t Tag) String() string {
-	return fmt.Sprintf("(group %d seq %d step %d)", t.Group, t.Seq, t.Step)
-}
+import "context"
 
 // Transport is one rank's endpoint of a group of Size ranks, numbered
 // 0..Size-1.

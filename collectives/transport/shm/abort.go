@@ -41,7 +41,7 @@ func (t *Transport) remoteAbort(p *peer, f *frame) {
 	a := &transport.AbortError{Origin: p.rank, Group: f.group, Seq: f.seq,
 		Cause: transport.RemoteCause(transport.CauseCode(f.code), string(f.text))}
 	if t.aborts.Record(a, int64(f.id), false) {
-		t.sweep(transport.Tag{Group: f.group, Seq: f.seq}, a)
+		t.sweep(transport.Tag{Group: f.group, Seq: f.seq}, a) // decoded from the wire
 	}
 }
 

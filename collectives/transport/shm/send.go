@@ -108,7 +108,7 @@ func (p *peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byt
 	}
 	defer func() { <-p.turns }()
 	n := len(data)
-	s := &sendOp{key: transport.Tag{Group: tag.Group, Seq: tag.Seq}, cts: make(chan uint32, 1), fail: make(chan error, 1)}
+	s := &sendOp{key: tag.Collective(), cts: make(chan uint32, 1), fail: make(chan error, 1)}
 	var id uint64
 	var refused error
 	ok, err := p.put(ctx, true, func(slot []byte) bool {
