@@ -88,8 +88,14 @@ func (c *call) newFences() error {
 	g := c.g
 	queued := time.Duration(g.comm.Pending()+1) * (g.cfg.timeout + time.Second)
 	newFence := func() (*fence.Fence, error) {
-		return g.fences.New(c.dev, fence.WithTimeout(queued), fence.WithName(c.label.name),
-			fence.WithoutCleanup()) // the task's Done ends it on every path
+		opts := [...]fence.Option{fence.WithTimeout(queued), fence.WithName(c.label.name),
+			fence.WithoutCleanup(), nil} // the task's Done ends it on every path
+		n := 3
+		if g.rec != nil {
+			opts[n] = fence.WithTrace(g.rec, g.comm.Name())
+			n++
+		}
+		return g.fences.New(c.dev, opts[:n]...)
 	}
 	var err error
 	if c.fin, err = newFence(); err != nil {
@@ -111,7 +117,7 @@ func (c *call) newFences() error {
 func (c *call) fail(err error) (*array.Array, error) {
 	c.failFences(err)
 	c.releaseShares()
-	return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
+	return nil, c.g.opError(c.label, err)
 }
 
 func (c *call) failFences(err error) {

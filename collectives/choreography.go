@@ -74,6 +74,9 @@ func (g *Group) launch(p plan) (*array.Array, error) {
 		tag = algo.P2PTag(g.id, p.desc.Peer, g.Rank(), p.desc.Seq)
 	}
 	p.tag = tag
+	if !p.p2p {
+		g.board.arrive(g.Rank(), p.desc.Seq)
+	}
 	if p.refused != nil {
 		g.t.Abort(tag, p.refused)
 		return nil, p.refused
@@ -143,6 +146,9 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	if err := c.newFences(); err != nil {
 		c.releaseShares()
 		return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
+	}
+	if g.rec != nil && c.s.Traced() != g.rec {
+		c.s.TraceTo(g.rec) // a traced group's streams show their commands
 	}
 	side, err := inflight.enter(p.tag, g.Rank(), c.s, c.hasEvent, p.hasOut)
 	if err != nil {

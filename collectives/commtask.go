@@ -17,7 +17,9 @@ import (
 func (c *call) task() streams.Task {
 	g, p := c.g, c.p
 	start := time.Now()
+	var t0 int64 // when the task began, on the trace
 	return streams.Task{Name: c.label.name, Run: func(ctx context.Context) error {
+		t0 = g.rec.Now()
 		for _, f := range c.fences {
 			f.SetTimeout(g.cfg.timeout + time.Second) // the deadline counts from now
 		}
@@ -39,13 +41,16 @@ func (c *call) task() streams.Task {
 	}, Done: func(err error) {
 		c.releaseShares()
 		if err != nil {
-			err = g.closedErr(fmt.Errorf("collectives: %s: %w", c.label, err))
+			err = g.closedErr(g.opError(c.label, err))
 			c.failFences(err)
 			g.record(err)
 		} else {
 			for _, f := range c.fences {
 				f.Release()
 			}
+		}
+		if g.rec != nil {
+			c.traceTask(t0, err)
 		}
 		if g.cfg.trace != nil {
 			var steps []fence.Step

@@ -12,6 +12,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/fence"
 	"github.com/choreo-gpu/choreo/streams"
+	"github.com/choreo-gpu/choreo/trace"
 )
 
 // Group is one rank's view of a group of ranks. Collectives on a group are
@@ -41,12 +42,19 @@ type Group struct {
 	splits atomic.Uint64
 
 	staging stagingPool // pinned staging buffers for later calls
+
+	rec   *trace.Recorder // nil unless WithTracer
+	board *arrivals       // the world's arrivals, for in-process worlds (Local)
 }
 
 var groupIDs atomic.Uint64
 
 // newGroup makes a rank's group over t with its own communication stream.
 func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) (*Group, error) {
+	if cfg.rec == nil && cfg.tracer != nil {
+		cfg.rec = cfg.tracer.Rank(t.Rank())
+		t = transport.Traced(t, cfg.rec)
+	}
 	fences, err := fence.For(rt)
 	if err != nil {
 		return nil, fmt.Errorf("collectives: group %d rank %d: %w", id, t.Rank(), err)
@@ -55,7 +63,7 @@ func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) 
 	if err != nil {
 		return nil, fmt.Errorf("collectives: group %d rank %d: %w", id, t.Rank(), err)
 	}
-	return &Group{rt: rt, fences: fences, t: t, comm: comm, id: id, cfg: cfg,
+	return &Group{rt: rt, fences: fences, t: t, comm: comm, id: id, cfg: cfg, rec: cfg.rec,
 		sendSeq: make([]uint64, t.Size()), recvSeq: make([]uint64, t.Size())}, nil
 }
 
@@ -99,6 +107,7 @@ func Local(rt *actors.Runtime, n int, opts ...Option) ([]*Group, error) {
 	id := groupIDs.Add(1)
 	ts := transport.NewLocal(n)
 	groups := make([]*Group, n)
+	board := newArrivals(n)
 	for r := range n {
 		g, err := newGroup(rt, ts[r], id, cfg)
 		if err != nil {
@@ -107,6 +116,7 @@ func Local(rt *actors.Runtime, n int, opts ...Option) ([]*Group, error) {
 			}
 			return nil, err
 		}
+		g.board = board
 		groups[r] = g
 	}
 	return groups, nil

@@ -6,6 +6,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/fence"
+	"github.com/choreo-gpu/choreo/trace"
 )
 
 // Op is a reduction operator.
@@ -28,6 +29,11 @@ type config struct {
 	maxBytes int
 	algo     []algo.Option
 	trace    func(TraceEvent)
+	tracer   *trace.Tracer
+	// rec is the rank's Recorder, set by newGroup from tracer; a group
+	// Split from a traced one keeps its parent's (its transport is traced
+	// already, and its ranks are the parent's).
+	rec *trace.Recorder
 }
 
 // TraceEvent reports one finished collective: which, on which rank, the
@@ -68,6 +74,12 @@ func WithAlgorithm(opts ...algo.Option) Option {
 // WithTrace calls fn after each collective of the group finishes, from the
 // rank's communication stream; fn must not block.
 func WithTrace(fn func(TraceEvent)) Option { return func(c *config) { c.trace = fn } }
+
+// WithTracer records each rank's choreography (GPU stream commands, comm
+// tasks, transport calls, fence waits and updates, failures) into
+// tr.Rank(rank); write it with tr.WriteJSON. Without it (or with a nil tr)
+// nothing is recorded and the hooks cost a pointer check.
+func WithTracer(tr *trace.Tracer) Option { return func(c *config) { c.tracer = tr } }
 
 // CallOption configures one call.
 type CallOption func(*callConfig)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/streams"
+	"github.com/choreo-gpu/choreo/trace"
 )
 
 // Input is a value a GPU-side update waits for: its readiness Event on a
@@ -70,6 +71,10 @@ type state struct {
 	maxGPUWait uint32
 	cpuUpdated uint32
 	trace      []Step
+
+	rec       *trace.Recorder // nil: not traced (WithTrace)
+	track     string          // the CPU side's track
+	gpuTracks []string        // the GPU streams the fence was used on (traced only)
 }
 
 // ID is the fence's number, unique within its manager.
@@ -159,6 +164,7 @@ func (f *Fence) UpdateGPUAfter(s *streams.GPU, x Input, cmds []gpu.Command, done
 	v := st.gpuCount
 	st.trace = append(st.trace, Step{GPUSide, OpUpdate, v})
 	st.pending++
+	st.noteTrackLocked(s)
 	st.mu.Unlock()
 	cb := st.commandDone
 	if done != nil {
@@ -168,7 +174,8 @@ func (f *Fence) UpdateGPUAfter(s *streams.GPU, x Input, cmds []gpu.Command, done
 		}
 	}
 	batch := append(cmds[:len(cmds):len(cmds)], gpu.WriteValue{Word: st.words.gpu, Value: v})
-	if _, err := s.Enqueue(batch, cb); err != nil {
+	note := trace.Note{Name: "fence update", Fence: st.id, Value: v, Word: trace.GPUWord, Flow: trace.FlowOut}
+	if _, err := s.EnqueueNoted(batch, cb, note); err != nil {
 		cb(err)
 		return fmt.Errorf("fence %s: update_gpu(%d): %w", st, v, err)
 	}
@@ -202,8 +209,10 @@ func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 		st.guarded = append(st.guarded, out)
 	}
 	st.pending++
+	st.noteTrackLocked(s)
 	st.mu.Unlock()
-	ev, err := s.Enqueue([]gpu.Command{gpu.WaitValue{Word: st.words.cpu, Value: v}}, st.commandDone)
+	note := trace.Note{Name: "fence wait", Fence: st.id, Value: v, Word: trace.CPUWord, Flow: trace.FlowIn}
+	ev, err := s.EnqueueNoted([]gpu.Command{gpu.WaitValue{Word: st.words.cpu, Value: v}}, st.commandDone, note)
 	if err != nil {
 		st.commandDone(err)
 		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu(%d): %w", st, v, err)
@@ -227,7 +236,11 @@ func (f *Fence) Wait(ctx context.Context) error {
 	v := st.cpuCount
 	st.trace = append(st.trace, Step{CPUSide, OpWait, v})
 	st.mu.Unlock()
+	t0 := st.rec.Now()
 	err := st.words.gpu.Wait(ctx, v, st.released)
+	if st.rec != nil {
+		st.traceWait(t0, v, err)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -254,7 +267,12 @@ func (f *Fence) Update() error {
 	v := st.cpuCount
 	st.trace = append(st.trace, Step{CPUSide, OpUpdate, v})
 	st.cpuUpdated = v
+	t0 := st.rec.Now()
 	st.words.cpu.Store(v)
+	if st.rec != nil {
+		st.rec.Span("fence", st.track, "fence update", t0,
+			trace.Event{Fence: st.id, Value: v, Word: trace.CPUWord, Flow: trace.FlowOut, FlowTS: t0})
+	}
 	return nil
 }
 
@@ -297,6 +315,9 @@ func (st *state) release(cause error) {
 	st.guarded = nil
 	failed := st.cause
 	st.mu.Unlock()
+	if cause != nil && st.rec != nil {
+		st.rec.Instant("fence", st.track, "fence failed", trace.Event{Fence: st.id, Err: failed.Error()})
+	}
 	for _, g := range guarded {
 		failGuarded(g, failed)
 	}

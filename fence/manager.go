@@ -160,7 +160,7 @@ func (m *Manager) New(dev gpu.Device, opts ...Option) (*Fence, error) {
 
 	id := m.nextID.Add(1)
 	st := &state{id: id, label: fc.name, mgr: m, pool: p, words: w, deadline: fc.deadline,
-		released: make(chan struct{})}
+		released: make(chan struct{}), rec: fc.rec, track: fc.track}
 	m.live.Store(id, st)
 	m.nLive.Add(1)
 	m.mu.Lock()
@@ -304,6 +304,7 @@ func (a *fenceActor) Receive(c actor.Context) {
 			st.mu.Unlock()
 			if now.After(dl) {
 				m.log.Warn("fence deadline passed; releasing", zap.Stringer("fence", st))
+				st.logHang(m.log)
 				st.release(fmt.Errorf("%w: deadline %s passed", ErrTimeout, dl.Format(time.RFC3339Nano)))
 			}
 			return true

@@ -1,6 +1,10 @@
 package fence
 
-import "time"
+import (
+	"time"
+
+	"github.com/choreo-gpu/choreo/trace"
+)
 
 // config holds the Manager's settings.
 type config struct {
@@ -47,6 +51,8 @@ type fenceConfig struct {
 	deadline  time.Time
 	name      string
 	noCleanup bool
+	rec       *trace.Recorder
+	track     string
 }
 
 // Option configures one fence.
@@ -69,3 +75,11 @@ func WithName(name string) Option { return func(c *fenceConfig) { c.name = name 
 // comm task's done callback runs exactly once, whatever happens. The
 // watchdog and the runtime's Close still release it.
 func WithoutCleanup() Option { return func(c *fenceConfig) { c.noCleanup = true } }
+
+// WithTrace records the fence's CPU-side waits and updates, with their
+// values, on track (the comm stream that makes them) of r, and its failure;
+// the GPU side's commands show on their stream's track when that stream is
+// traced. A nil r records nothing.
+func WithTrace(r *trace.Recorder, track string) Option {
+	return func(c *fenceConfig) { c.rec, c.track = r, track }
+}

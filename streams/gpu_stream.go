@@ -10,6 +10,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/trace"
 )
 
 // Limits of what a stream hands its queue at once: how many batches it
@@ -57,6 +58,9 @@ type GPU struct {
 	dead      chan struct{}                 // closed when the stream has shut down
 	closeOnce sync.Once
 	closeErr  error
+
+	rec     atomic.Pointer[trace.Recorder] // nil: not traced (see TraceTo)
+	lastEnd atomic.Int64                   // when the last traced batch was seen complete
 }
 
 // encode is one Enqueue: its commands, its done callback and its sequence
@@ -66,6 +70,8 @@ type encode struct {
 	cmds []gpu.Command
 	done func(error)
 	seq  uint64
+	note trace.Note // what the commands are on the timeline (traced only)
+	enq  int64      // when it was enqueued (traced only)
 }
 
 // hasWait reports whether the message holds a GPU-side wait: such a
@@ -118,6 +124,13 @@ func (s *GPU) Device() gpu.Device { return s.dev }
 // the rest of its own commands only and fails only its own done; later
 // commands on the stream still run.
 func (s *GPU) Enqueue(cmds []gpu.Command, done func(error)) (ev Event, err error) {
+	return s.EnqueueNoted(cmds, done, trace.Note{})
+}
+
+// EnqueueNoted is Enqueue with a note that names the commands on the
+// stream's trace (a fence's update or wait, and its flow); without a
+// Recorder the note is ignored.
+func (s *GPU) EnqueueNoted(cmds []gpu.Command, done func(error), note trace.Note) (ev Event, err error) {
 	if err := gpu.ValidateBatch(cmds); err != nil {
 		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, err)
 	}
@@ -127,6 +140,9 @@ func (s *GPU) Enqueue(cmds []gpu.Command, done func(error)) (ev Event, err error
 		return Event{}, fmt.Errorf("streams: %s: enqueue: %w", s.name, ErrClosed)
 	}
 	m := &encode{cmds: cmds, done: done, seq: s.nextSeq + 1}
+	if rec := s.rec.Load(); rec != nil {
+		m.note, m.enq = note, rec.Now()
+	}
 	if s.inflight >= maxInflight || len(s.gathered) > 0 {
 		s.gathered = append(s.gathered, m)
 		s.nextSeq++
@@ -164,7 +180,12 @@ func (s *GPU) submitLocked(msgs []*encode) (err error) {
 		}
 	}
 	last := msgs[len(msgs)-1].seq
+	rec := s.rec.Load()
+	sub := rec.Now()
 	done := func(err error) {
+		if rec != nil {
+			s.traceBatch(rec, msgs, units, sub, err)
+		}
 		for i, m := range msgs {
 			s.finish(m, gpu.UnitErr(err, units[i]))
 		}
@@ -180,6 +201,69 @@ func (s *GPU) submitLocked(msgs []*encode) (err error) {
 		s.inflight++
 	}
 	return err
+}
+
+// TraceTo records the stream's commands into r from now on (nil stops):
+// each batch as a span on the stream's track, from when the queue could
+// start it (its submission, or the previous batch's completion) to its
+// completion as the backend reports it.
+func (s *GPU) TraceTo(r *trace.Recorder) { s.rec.Store(r) }
+
+// Traced is the Recorder TraceTo set, or nil.
+func (s *GPU) Traced() *trace.Recorder { return s.rec.Load() }
+
+// traceBatch records a completed batch: its first message as a span, the
+// others as instants at its end (they ran inside the same span). A fence
+// update's flow leaves at the span's start, a fence wait's lands at its
+// end: the update ran after the first, the wait passed before the second.
+func (s *GPU) traceBatch(rec *trace.Recorder, msgs []*encode, units []int, sub int64, err error) {
+	end := rec.Now()
+	start := max(sub, s.lastEnd.Swap(end))
+	for i, m := range msgs {
+		e := trace.Event{Kind: trace.Span, Cat: "gpu", Track: s.name, Name: m.note.Name, TS: start, Dur: end - start,
+			Fence: m.note.Fence, Value: m.note.Value, Word: m.note.Word, Flow: m.note.Flow,
+			Count: len(m.cmds), Enqueued: m.enq, Submitted: sub}
+		if e.Name == "" {
+			e.Name = commandName(m.cmds)
+		}
+		if i > 0 {
+			e.Kind, e.TS, e.Dur = trace.Instant, end, 0
+		}
+		switch m.note.Flow {
+		case trace.FlowOut:
+			e.FlowTS = start
+		case trace.FlowIn:
+			e.FlowTS = max(start, end-1)
+		}
+		if uerr := gpu.UnitErr(err, units[i]); uerr != nil {
+			e.Err = uerr.Error()
+		}
+		rec.Record(e)
+	}
+}
+
+// commandName names a message's commands on a trace by the last of them.
+func commandName(cmds []gpu.Command) string {
+	if len(cmds) == 0 {
+		return "marker"
+	}
+	switch cmds[len(cmds)-1].(type) {
+	case gpu.Fill:
+		return "fill"
+	case gpu.Arange:
+		return "arange"
+	case gpu.Copy:
+		return "copy"
+	case gpu.Add:
+		return "add"
+	case gpu.Scale:
+		return "scale"
+	case gpu.WaitValue:
+		return "wait_value"
+	case gpu.WriteValue:
+		return "write_value"
+	}
+	return "command"
 }
 
 // finish runs a message's callback, recovering a panic in it.

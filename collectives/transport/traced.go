@@ -1,0 +1,99 @@
+package transport
+
+import (
+	"context"
+
+	"github.com/choreo-gpu/choreo/trace"
+)
+
+// traceTrack is the track a rank's transport calls show on.
+const traceTrack = "transport"
+
+// Traced returns t recording each Send and Recv (and Expose) as a span on
+// rec, with its peer, its bytes, its collective (Group, Seq) and its error.
+// The spans of concurrent calls overlap, so they are async slices. The
+// result keeps t's PeerAccess, and its TrySend reaches t's where t has one.
+// A nil rec returns t itself.
+func Traced(t Transport, rec *trace.Recorder) Transport {
+	if rec == nil {
+		return t
+	}
+	tt := &traced{Transport: t, rec: rec}
+	if pa, ok := t.(PeerAccess); ok {
+		return &tracedPeers{traced: tt, pa: pa}
+	}
+	return tt
+}
+
+// traced is a Transport that records its calls; Rank, Size, Abort and
+// Close are t's own.
+type traced struct {
+	Transport
+	rec *trace.Recorder
+}
+
+// trySender is the optional fast send of transports that have one (the
+// algorithms' exchange uses it when present).
+type trySender interface {
+	TrySend(ctx context.Context, dst int, tag Tag, data []byte) (done bool, err error)
+}
+
+// Send implements Transport.
+func (t *traced) Send(ctx context.Context, dst int, tag Tag, data []byte) error {
+	t0 := t.rec.Now()
+	err := t.Transport.Send(ctx, dst, tag, data)
+	t.span("send", t0, dst, tag, len(data), err)
+	return err
+}
+
+// Recv implements Transport.
+func (t *traced) Recv(ctx context.Context, src int, tag Tag, into []byte) error {
+	t0 := t.rec.Now()
+	err := t.Transport.Recv(ctx, src, tag, into)
+	t.span("recv", t0, src, tag, len(into), err)
+	return err
+}
+
+// TrySend sends at once through t's TrySend, or reports that it sent
+// nothing where t has none.
+func (t *traced) TrySend(ctx context.Context, dst int, tag Tag, data []byte) (bool, error) {
+	ts, ok := t.Transport.(trySender)
+	if !ok {
+		return false, nil
+	}
+	t0 := t.rec.Now()
+	done, err := ts.TrySend(ctx, dst, tag, data)
+	if done {
+		t.span("send", t0, dst, tag, len(data), err)
+	}
+	return done, err
+}
+
+// span records one call as an async slice.
+func (t *traced) span(name string, t0 int64, peer int, tag Tag, n int, err error) {
+	e := trace.Event{Kind: trace.Async, Cat: "transport", Track: traceTrack, Name: name, TS: t0,
+		Group: tag.Group, Seq: tag.Seq, Peer: peer, Bytes: int64(n)}
+	e.Dur = t.rec.Now() - t0
+	if err != nil {
+		e.Err = err.Error()
+	}
+	t.rec.Record(e)
+}
+
+// tracedPeers is traced over a transport with PeerAccess.
+type tracedPeers struct {
+	*traced
+	pa PeerAccess
+}
+
+// Expose implements PeerAccess: a barrier of the group, recorded as such.
+func (t *tracedPeers) Expose(ctx context.Context, tag Tag, bufs ...[]byte) (Window, error) {
+	t0 := t.rec.Now()
+	w, err := t.pa.Expose(ctx, tag, bufs...)
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	t.span("expose", t0, -1, tag, n, err)
+	return w, err
+}
