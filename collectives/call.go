@@ -54,6 +54,7 @@ func (c *call) allocate() error {
 			if c.hostIn, err = c.g.staging.get(c.dev, p.in.NBytes()); err != nil {
 				return err
 			}
+			c.g.stagingBytes.Add(int64(c.hostIn.key.class))
 		}
 	}
 	if !p.hasOut {
@@ -77,6 +78,7 @@ func (c *call) allocate() error {
 		if c.hostOut, err = c.g.staging.get(c.dev, nb); err != nil {
 			return err
 		}
+		c.g.stagingBytes.Add(int64(c.hostOut.key.class))
 	}
 	return nil
 }
@@ -128,6 +130,11 @@ func (c *call) failFences(err error) {
 
 // releaseShares gives back what the call (its task) holds.
 func (c *call) releaseShares() {
+	for _, h := range [...]*shared{c.hostIn, c.hostOut} {
+		if h != nil {
+			c.g.stagingBytes.Add(-int64(h.key.class))
+		}
+	}
 	c.hostIn.release()
 	c.hostOut.release()
 	if c.inMem != nil {

@@ -52,6 +52,9 @@ func (c *call) task() streams.Task {
 		if g.rec != nil {
 			c.traceTask(t0, err)
 		}
+		if g.met != nil {
+			g.countCall(c.label.name, p.desc.Count*p.desc.DType.Size(), time.Since(start), err)
+		}
 		if g.cfg.trace != nil {
 			var steps []fence.Step
 			for _, f := range c.fences {

@@ -11,6 +11,7 @@ import (
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/fence"
+	"github.com/choreo-gpu/choreo/metrics"
 	"github.com/choreo-gpu/choreo/streams"
 	"github.com/choreo-gpu/choreo/trace"
 )
@@ -45,6 +46,10 @@ type Group struct {
 
 	rec   *trace.Recorder // nil unless WithTracer
 	board *arrivals       // the world's arrivals, for in-process worlds (Local)
+
+	met          *metrics.Metrics // nil unless WithMetrics or CHOREO_METRICS_ADDR
+	stopMetrics  func()
+	stagingBytes atomic.Int64 // held by this rank's calls in flight
 }
 
 var groupIDs atomic.Uint64
@@ -63,8 +68,13 @@ func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) 
 	if err != nil {
 		return nil, fmt.Errorf("collectives: group %d rank %d: %w", id, t.Rank(), err)
 	}
-	return &Group{rt: rt, fences: fences, t: t, comm: comm, id: id, cfg: cfg, rec: cfg.rec,
-		sendSeq: make([]uint64, t.Size()), recvSeq: make([]uint64, t.Size())}, nil
+	if cfg.metrics == nil {
+		cfg.metrics = metricsFromEnv(rt.Logger())
+	}
+	g := &Group{rt: rt, fences: fences, t: t, comm: comm, id: id, cfg: cfg, rec: cfg.rec, met: cfg.metrics,
+		sendSeq: make([]uint64, t.Size()), recvSeq: make([]uint64, t.Size())}
+	g.watchMetrics()
+	return g, nil
 }
 
 func defaultConfig(opts []Option) config {
@@ -171,6 +181,9 @@ func (g *Group) Close() error {
 		err = errors.Join(err, cerr)
 	}
 	g.staging.close()
+	if g.stopMetrics != nil {
+		g.stopMetrics()
+	}
 	if g.onClose != nil {
 		g.onClose()
 	}

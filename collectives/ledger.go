@@ -128,3 +128,19 @@ func (l *ledger) prune(s *streams.GPU) {
 	}
 	l.streams[s] = sides[:n]
 }
+
+// pendingWaits counts the GPU-side waits of rank of group still queued on
+// the streams of this process.
+func (l *ledger) pendingWaits(group uint64, rank int) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, sides := range l.streams {
+		for _, e := range sides {
+			if e.key.Group == group && e.rank == rank && e.enqueued && e.wait.Valid() && !e.wait.Done() {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/fence"
+	"github.com/choreo-gpu/choreo/metrics"
 	"github.com/choreo-gpu/choreo/trace"
 )
 
@@ -33,7 +34,8 @@ type config struct {
 	// rec is the rank's Recorder, set by newGroup from tracer; a group
 	// Split from a traced one keeps its parent's (its transport is traced
 	// already, and its ranks are the parent's).
-	rec *trace.Recorder
+	rec     *trace.Recorder
+	metrics *metrics.Metrics
 }
 
 // TraceEvent reports one finished collective: which, on which rank, the

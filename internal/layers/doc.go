@@ -5,6 +5,7 @@
 //	0  internal/errs, internal/spin, internal/pool, gpu/half   leaves
 //	0  wire                                     the control plane's protobuf messages
 //	0  trace                                    per-rank timelines in the Chrome trace format
+//	0  metrics                                  OpenTelemetry instruments and the Prometheus endpoint
 //	1  gpu                                      the device interfaces, the command set
 //	2  metalshader                              Metal kernel sources
 //	3  gpu/sim, gpu/cuda, gpu/metal, gpu/gputest, internal/darwincheck
