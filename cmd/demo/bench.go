@@ -64,6 +64,7 @@ type benchCmd struct {
 	Ranks  int  `help:"Ranks: processes of one rank each, or in-process ranks with --inproc." default:"4"`
 	Inproc bool `help:"Hold every rank in this process (collectives.Local) instead of launching processes."`
 	benchFlags
+	obsFlags
 }
 
 // Run launches the ranks, or runs them here with --inproc.
@@ -72,9 +73,9 @@ func (c *benchCmd) Run(g *globals) error {
 		return err
 	}
 	if !c.Inproc {
-		return launchNodes(g, c.Ranks, append([]string{"bench"}, c.args()...), launchSpec{})
+		return launchNodes(g, c.Ranks, append([]string{"bench"}, c.args()...), launchSpec{obs: c.obsFlags})
 	}
-	w, err := newLocalWorld(g.log, c.Backend, c.Ranks, c.Timeout)
+	w, err := newObservedWorld(g.log, c.Backend, c.Ranks, c.Timeout, c.obsFlags)
 	if err != nil {
 		return err
 	}

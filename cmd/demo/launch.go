@@ -18,6 +18,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/metrics"
 )
 
 // launchCmd starts a local cluster (DESIGN section 3): n copies of this
@@ -96,6 +97,7 @@ type launchSpec struct {
 	stdout, stderr io.Writer
 	sigs           <-chan os.Signal // nil: SIGINT and SIGTERM to this process
 	started        func(pids []int) // if set, called once every rank has started
+	obs            obsFlags         // a merged trace of the ranks' parts; their metrics endpoints
 }
 
 // launch runs one launch to its end: picks n free loopback ports, writes
@@ -128,14 +130,19 @@ func launch(sp launchSpec) error {
 	}
 	run := "demo-" + randomHex(8)
 	procs := rankProcs(sp.n, runtime.NumCPU(), os.Getenv("GOMAXPROCS"))
+	obsEnv, merge, err := sp.observe()
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	defer merge()
 	env := func(rank int) []string {
-		return append(append([]string{
+		return append(append(append([]string{
 			collectives.EnvRank + "=" + strconv.Itoa(rank),
 			collectives.EnvWorldSize + "=" + strconv.Itoa(sp.n),
 			collectives.EnvHostfile + "=" + hostfile,
 			collectives.EnvSecret + "=" + sp.secret,
 			collectives.EnvRun + "=" + run,
-		}, procs...), sp.env...)
+		}, procs...), obsEnv(rank)...), sp.env...)
 	}
 	c, err := startCluster(sp.n, sp.exe, sp.argv, env, sp.stdout, sp.stderr, sp.grace)
 	if err != nil {
@@ -154,6 +161,47 @@ func launch(sp launchSpec) error {
 		return fmt.Errorf("launch: %w", err)
 	}
 	return nil
+}
+
+// observe prepares what sp.obs asks of the ranks: a directory for their
+// trace parts, merged into sp.obs.Trace by merge once they have ended
+// (whatever their outcome: a failed run's trace is the one to look at),
+// and each rank's metrics address. env is each rank's variables for them.
+func (sp *launchSpec) observe() (env func(rank int) []string, merge func(), err error) {
+	var dir string
+	if sp.obs.Trace != "" {
+		if dir, err = os.MkdirTemp("", "choreo-trace-"); err != nil {
+			return nil, nil, err
+		}
+	}
+	if sp.obs.Metrics != "" {
+		if _, err := rankMetricsAddr(sp.obs.Metrics, 0); err != nil {
+			return nil, nil, err
+		}
+	}
+	env = func(rank int) []string {
+		var e []string
+		if dir != "" {
+			e = append(e, envTraceDir+"="+dir)
+		}
+		if sp.obs.Metrics != "" {
+			addr, _ := rankMetricsAddr(sp.obs.Metrics, rank)
+			e = append(e, metrics.EnvAddr+"="+addr)
+		}
+		return e
+	}
+	merge = func() {
+		if dir == "" {
+			return
+		}
+		if err := mergeParts(dir, sp.obs.Trace, sp.n); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+		} else {
+			fmt.Fprintf(sp.stdout, "trace: %s (open it in ui.perfetto.dev)\n", sp.obs.Trace)
+		}
+		_ = os.RemoveAll(dir)
+	}
+	return env, merge, nil
 }
 
 // rankProcs is the GOMAXPROCS each of n ranks gets on a host of cpus

@@ -40,6 +40,7 @@ type cli struct {
 	Bench   benchCmd  `cmd:"" help:"Sweep every collective over sizes, nccl-tests style, with a memcpy reference."`
 	Launch  launchCmd `cmd:"" help:"Start a local cluster: N processes of this program, one rank each, running 'demo node <subcommand>'."`
 	Node    nodeCmd   `cmd:"" help:"Be one rank of a cluster, joined from the environment (demo launch, torchrun, mpirun, srun)."`
+	Trace   traceCmd  `cmd:"" help:"Work with the timelines that --trace writes."`
 }
 
 // globals is what every command gets: the flags above its own and the
@@ -68,7 +69,7 @@ func main() {
 	err := ctx.Run(g)
 	_ = g.log.Sync()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
+		printFailure(os.Stderr, err)
 		os.Exit(exitCode(err))
 	}
 }

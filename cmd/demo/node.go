@@ -71,10 +71,18 @@ func joinWorld(log *zap.Logger, backend string, timeout time.Duration) (*world, 
 	if err != nil {
 		return nil, err
 	}
-	g, err := collectives.Join(context.Background(), w.rt, cfg, collectives.WithTimeout(timeout))
+	w.obs = observeRank(cfg.Rank)
+	g, err := collectives.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout)}, w.obs.options()...)...)
 	if err == nil {
 		w.joined = true
 		err = w.hold([]*collectives.Group{g})
+	}
+	if err == nil && w.obs.tracer != nil { // the parts' time bases, for the launcher's merge
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		var off time.Duration
+		off, err = measureClock(ctx, g, w.s[0])
+		cancel()
+		w.obs.tracer.SetClockOffset(off)
 	}
 	if err != nil {
 		w.close()

@@ -39,6 +39,7 @@ type runCmd struct {
 	Ranks  int  `help:"Ranks: processes of one rank each, or in-process ranks with --inproc." default:"4"`
 	Inproc bool `help:"Hold every rank in this process (collectives.Local) instead of launching processes."`
 	runFlags
+	obsFlags
 }
 
 // Run launches the ranks, or runs them here with --inproc.
@@ -47,14 +48,16 @@ func (c *runCmd) Run(g *globals) error {
 		return err
 	}
 	if !c.Inproc {
-		return launchNodes(g, c.Ranks, append([]string{"run"}, c.args()...), launchSpec{})
+		return launchNodes(g, c.Ranks, append([]string{"run"}, c.args()...), launchSpec{obs: c.obsFlags})
 	}
-	w, err := newLocalWorld(g.log, c.Backend, c.Ranks, c.Timeout)
+	w, err := newObservedWorld(g.log, c.Backend, c.Ranks, c.Timeout, c.obsFlags)
 	if err != nil {
 		return err
 	}
 	defer w.close()
-	return c.loop(w)
+	err = c.loop(w)
+	w.obs.linger(c.MetricsLinger)
+	return err
 }
 
 // stepValue is rank r's gradient value at step k: small integers, exact in

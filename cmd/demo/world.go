@@ -32,17 +32,30 @@ type world struct {
 	groups []*collectives.Group
 	s      []*streams.GPU
 	joined bool // the other ranks are other processes
+	obs    *observed
 }
 
 func newLocalWorld(log *zap.Logger, backend string, n int, timeout time.Duration) (*world, error) {
+	return newObservedWorld(log, backend, n, timeout, obsFlags{})
+}
+
+// newObservedWorld is newLocalWorld whose ranks are traced and counted as
+// f asks.
+func newObservedWorld(log *zap.Logger, backend string, n int, timeout time.Duration, f obsFlags) (*world, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("ranks must be >= 1, got %d", n)
 	}
-	w, err := openWorld(log, backend)
+	obs, err := observeLocal(log, f)
 	if err != nil {
 		return nil, err
 	}
-	groups, err := collectives.Local(w.rt, n, collectives.WithTimeout(timeout))
+	w, err := openWorld(log, backend)
+	if err != nil {
+		obs.close()
+		return nil, err
+	}
+	w.obs = obs
+	groups, err := collectives.Local(w.rt, n, append([]collectives.Option{collectives.WithTimeout(timeout)}, obs.options()...)...)
 	if err == nil {
 		err = w.hold(groups)
 	}
@@ -89,6 +102,7 @@ func (w *world) close() {
 	}
 	_ = w.rt.Close()
 	_ = w.dev.Close()
+	w.obs.close()
 }
 
 // lead reports whether this process holds rank 0, which prints.
