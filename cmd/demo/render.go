@@ -22,13 +22,13 @@ type traceCmd struct {
 
 // renderCmd draws a trace with gonum.org/v1/plot: no browser, no network.
 type renderCmd struct {
-	In    string  `arg:"" help:"The trace (Chrome trace format, as --trace writes it)." type:"existingfile"`
-	Out   string  `arg:"" help:"The picture; its extension picks the format: .png, .svg, .pdf."`
-	From  float64 `help:"Start of the window, in microseconds from the trace's first event." default:"0"`
-	To    float64 `help:"End of the window, in microseconds from the trace's first event (0: the end)." default:"0"`
-	Width float64 `help:"Width of the picture in centimetres." default:"32"`
-	Around string `help:"Draw only the window around the comm spans of this name (an op: allreduce, send, ...), the --nth of each rank's, overriding --from and --to." placeholder:"OP"`
-	Nth    int    `help:"Which of each rank's --around spans: 1 the first, -1 the last." default:"1"`
+	In     string  `arg:"" help:"The trace (Chrome trace format, as --trace writes it)." type:"existingfile"`
+	Out    string  `arg:"" help:"The picture; its extension picks the format: .png, .svg, .pdf."`
+	From   float64 `help:"Start of the window, in microseconds from the trace's first event." default:"0"`
+	To     float64 `help:"End of the window, in microseconds from the trace's first event (0: the end)." default:"0"`
+	Width  float64 `help:"Width of the picture in centimetres." default:"32"`
+	Around string  `help:"Draw only the window around the comm spans of this name (an op: allreduce, send, ...), the --nth of each rank's, overriding --from and --to." placeholder:"OP"`
+	Nth    int     `help:"Which of each rank's --around spans: 1 the first, -1 the last." default:"1"`
 }
 
 // category colours, by the event's cat.
