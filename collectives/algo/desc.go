@@ -23,16 +23,20 @@ const (
 	// KindSplit is Group.Split's exchange of (color, key): an all-gather
 	// of its own kind, so it never meets another collective's call.
 	KindSplit
+	KindAllToAll
+	KindGather
+	KindScatter
+	KindReduce
 )
 
 var kindNames = [...]string{
 	KindAllReduce: "allreduce", KindAllGather: "allgather", KindReduceScatter: "reducescatter",
 	KindBroadcast: "broadcast", KindSend: "send", KindRecv: "recv", KindBarrier: "barrier",
-	KindSplit: "split",
+	KindSplit: "split", KindAllToAll: "alltoall", KindGather: "gather", KindScatter: "scatter", KindReduce: "reduce",
 }
 
 func (k Kind) String() string {
-	if k >= KindAllReduce && k <= KindSplit {
+	if k >= KindAllReduce && k <= KindReduce {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
@@ -49,9 +53,14 @@ func (k Kind) String() string {
 //     per peer, in call order).
 //   - Count is the number of elements of the input per rank: AllReduce
 //     in/out, AllGather in (out is Size*Count), ReduceScatter in (out is this
-//     rank's block, see BlockRange), Broadcast buf, Send in / Recv out.
-//   - Op is used by AllReduce and ReduceScatter, Root by Broadcast, Peer by
-//     Send (destination) and Recv (source); other fields are ignored.
+//     rank's block, see BlockRange), Broadcast buf, Send in / Recv out,
+//     Gather in (the root's out is Size*Count), Scatter out (the root's in
+//     is Size*Count), Reduce in (and the root's out), AllToAll in (its
+//     counts per peer are arguments of their own, which the match checks
+//     pairwise).
+//   - Op is used by AllReduce, ReduceScatter and Reduce; Root by
+//     Broadcast, Gather, Scatter and Reduce; Peer by Send (destination) and
+//     Recv (source); other fields are ignored.
 //   - Whole, when not 0, says the call is one part of a collective that
 //     runs as several calls on consecutive parts of its payload (a staged
 //     pipeline): Whole is the element count of the whole payload, which
@@ -83,7 +92,9 @@ func (d Desc) String() string {
 	switch d.Kind {
 	case KindAllReduce, KindReduceScatter:
 		s += " op=" + d.Op.String()
-	case KindBroadcast:
+	case KindReduce:
+		s += fmt.Sprintf(" op=%s root=%d", d.Op, d.Root)
+	case KindBroadcast, KindGather, KindScatter:
 		s += fmt.Sprintf(" root=%d", d.Root)
 	case KindSend, KindRecv:
 		s += fmt.Sprintf(" peer=%d", d.Peer)
@@ -92,7 +103,12 @@ func (d Desc) String() string {
 }
 
 // reduces reports whether the kind applies Op.
-func (k Kind) reduces() bool { return k == KindAllReduce || k == KindReduceScatter }
+func (k Kind) reduces() bool { return k == KindAllReduce || k == KindReduceScatter || k == KindReduce }
+
+// rooted reports whether the kind has a root.
+func (k Kind) rooted() bool {
+	return k == KindBroadcast || k == KindGather || k == KindScatter || k == KindReduce
+}
 
 // BlockRange is the element range [lo, hi) of block b when count elements
 // are split over n ranks: every block gets count/n elements and the first

@@ -109,6 +109,10 @@ func FuzzSignatureOf(f *testing.F) {
 		uint8(gpu.Float64), uint8(0), int64(-9), int64(0), int64(0), uint8(Ring), false, int64(1))
 	f.Add(uint8(KindAllReduce), uint8(gpu.Float16), uint8(reduce.Sum), int64(1<<24), int64(0), int64(1<<26), uint8(Ring), false, int64(128<<10),
 		uint8(gpu.Float16), uint8(reduce.Sum), int64(1<<24), int64(0), int64(1<<25), uint8(Ring), false, int64(128<<10)) // parts of different wholes
+	f.Add(uint8(KindReduce), uint8(gpu.Float32), uint8(reduce.Max), int64(4), int64(1), int64(0), uint8(Ring), true, int64(0),
+		uint8(gpu.Float32), uint8(reduce.Max), int64(4), int64(2), int64(0), uint8(Ring), true, int64(0)) // roots differ
+	f.Add(uint8(KindAllToAll), uint8(gpu.Int32), uint8(0), int64(4), int64(0), int64(0), uint8(Direct), false, int64(0),
+		uint8(gpu.Int32), uint8(0), int64(8), int64(0), int64(0), uint8(Direct), false, int64(0)) // totals may differ
 	f.Fuzz(func(t *testing.T, kind, dt1, op1 uint8, count1, root1, whole1 int64, alg1 uint8, small1 bool, chunk1 int64,
 		dt2, op2 uint8, count2, root2, whole2 int64, alg2 uint8, small2 bool, chunk2 int64) {
 		mk := func(dt, op uint8, count, root, whole int64, alg uint8, small bool, chunk int64) *coll {
@@ -128,11 +132,16 @@ func FuzzSignatureOf(f *testing.F) {
 		}
 		model := func(c *coll) used {
 			u := used{dtype: c.d.DType, count: c.d.Count, whole: c.d.Whole, alg: c.alg, small: c.small}
-			if c.d.Kind == KindAllReduce || c.d.Kind == KindReduceScatter {
+			switch c.d.Kind {
+			case KindAllReduce, KindReduceScatter, KindReduce:
 				u.op = c.d.Op
 			}
-			if c.d.Kind == KindBroadcast {
+			switch c.d.Kind {
+			case KindBroadcast, KindGather, KindScatter, KindReduce:
 				u.root = c.d.Root
+			}
+			if c.d.Kind == KindAllToAll {
+				u.count = 0 // matched pairwise, with the counts
 			}
 			if c.alg == Ring || c.d.Kind == KindBroadcast && c.alg != Direct {
 				u.chunk = c.o.ChunkBytes

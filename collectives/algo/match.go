@@ -38,7 +38,7 @@ func (c *coll) signature() signature {
 	if c.d.Kind.reduces() {
 		s.op = c.d.Op
 	}
-	if c.d.Kind == KindBroadcast {
+	if c.d.Kind.rooted() {
 		s.root = int64(c.d.Root)
 	}
 	if c.alg == Ring || c.d.Kind == KindBroadcast && c.alg != Direct {
@@ -46,6 +46,9 @@ func (c *coll) signature() signature {
 	}
 	if c.d.Kind == KindBarrier {
 		s.dtype, s.count = 0, 0
+	}
+	if c.d.Kind == KindAllToAll {
+		s.count = 0 // the counts are matched pairwise (matchCounts)
 	}
 	return s
 }
@@ -187,7 +190,7 @@ func (c *coll) postMatch() error {
 	if c.d.Kind.reduces() && !c.d.Op.Valid() {
 		return agreed("reduce op %v: %w", c.d.Op, ErrBadOp)
 	}
-	if c.d.Kind == KindBroadcast && (c.d.Root < 0 || c.d.Root >= c.n) {
+	if c.d.Kind.rooted() && (c.d.Root < 0 || c.d.Root >= c.n) {
 		return agreed("root %d out of range [0, %d): %w", c.d.Root, c.n, ErrBadArgument)
 	}
 	return nil

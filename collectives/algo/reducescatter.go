@@ -46,6 +46,13 @@ func (c *coll) reduceScatter(in, out []byte) error {
 	if err := c.match(); err != nil {
 		return err
 	}
+	return c.ringReduceScatter(in, out)
+}
+
+// ringReduceScatter reduces every rank's in around the ring and leaves
+// block Rank of the result in out (half types reduced in float32, rounded
+// once).
+func (c *coll) ringReduceScatter(in, out []byte) error {
 	dt, res := c.d.DType, out
 	if isHalf(dt) {
 		in, res, dt = widen(dt, in), make([]byte, len(out)*2), gpu.Float32

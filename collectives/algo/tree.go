@@ -13,22 +13,8 @@ func (c *coll) tree(buf []byte) error {
 	if n == 1 {
 		return nil
 	}
-	root := c.d.Root
-	vr := mod(c.rank-root, n)
-	parent := -1
-	mask := 1
-	for ; mask < n; mask <<= 1 {
-		if vr&mask != 0 {
-			parent = mod(vr-mask+root, n)
-			break
-		}
-	}
-	var children []int
-	for m := mask >> 1; m > 0; m >>= 1 {
-		if vr+m < n {
-			children = append(children, mod(vr+m+root, n))
-		}
-	}
+	bt := newBinomialTree(n, c.d.Root, c.rank)
+	parent, children := bt.parent, bt.children
 	chunk := c.chunkBytes()
 	k := (len(buf) + chunk - 1) / chunk
 	piece := func(i int) []byte { return buf[i*chunk : min((i+1)*chunk, len(buf))] }
