@@ -35,6 +35,7 @@ type call struct {
 	hostIn, hostOut *shared
 	fin, fout       *fence.Fence // input side (GPU updates), output side (CPU updates)
 	fences          []*fence.Fence
+	t0              int64 // when the task began to run, on the trace (traced only)
 }
 
 // allocate retains the input's memory, makes the output (taking over a

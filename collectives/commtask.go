@@ -17,9 +17,8 @@ import (
 func (c *call) task() streams.Task {
 	g, p := c.g, c.p
 	start := time.Now()
-	var t0 int64 // when the task began, on the trace
 	return streams.Task{Name: c.label.name, Run: func(ctx context.Context) error {
-		t0 = g.rec.Now()
+		c.t0 = g.rec.Now()
 		for _, f := range c.fences {
 			f.SetTimeout(g.cfg.timeout + time.Second) // the deadline counts from now
 		}
@@ -50,7 +49,7 @@ func (c *call) task() streams.Task {
 			}
 		}
 		if g.rec != nil {
-			c.traceTask(t0, err)
+			c.traceTask(c.t0, err)
 		}
 		if g.met != nil {
 			g.countCall(c.label.name, p.desc.Count*p.desc.DType.Size(), time.Since(start), err)
