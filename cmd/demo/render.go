@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -63,11 +64,11 @@ func (c *renderCmd) Run(*globals) error {
 		return fmt.Errorf("trace render: %s: no event in the window", c.In)
 	}
 	p := plot.New()
-	p.Title.Text = "choreo timeline: " + c.In
+	p.Title.Text = "choreo timeline: " + filepath.Base(c.In)
 	p.X.Label.Text = "time (µs)"
 	p.Add(tl)
 	p.NominalY(tl.labels()...)
-	p.Y.Min, p.Y.Max = -0.6, float64(len(tl.rows))+1.2 // headroom for the legend
+	p.Y.Min, p.Y.Max = -0.6, float64(len(tl.rows))+2 // headroom for the legend
 	p.X.Min, p.X.Max = tl.x0, tl.x1
 	for _, cat := range []string{"gpu", "comm", "fence", "transport"} {
 		p.Legend.Add(cat, swatch(catColors[cat]))
