@@ -66,6 +66,9 @@ func TestReportMissingRank(t *testing.T) {
 				t.Errorf("rank %d: report lacks %q:\n%s", r, want, rep)
 			}
 		}
+		if r == 0 {
+			t.Log("\n" + rep)
+		}
 	}
 }
 
