@@ -32,6 +32,7 @@ type launchCmd struct {
 	Grace    time.Duration `help:"How long a rank that is asked to stop may take before it is killed." default:"3s"`
 	Deadline time.Duration `help:"Stop every rank after this long; 0: no limit." default:"0"`
 	Args     []string      `arg:"" optional:"" passthrough:"" help:"Each rank's subcommand (run or bench) and its flags; default: run."`
+	obsFlags
 }
 
 // Run launches `demo node <args>` on c.N ranks.
@@ -40,7 +41,7 @@ func (c *launchCmd) Run(g *globals) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		args = append([]string{"run"}, args...)
 	}
-	return launchNodes(g, c.N, args, launchSpec{secret: c.Secret, grace: c.Grace, deadline: c.Deadline})
+	return launchNodes(g, c.N, args, launchSpec{secret: c.Secret, grace: c.Grace, deadline: c.Deadline, obs: c.obsFlags})
 }
 
 // launchNodes checks `demo node <args>` here, once, then launches it on n
