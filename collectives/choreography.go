@@ -54,26 +54,11 @@ func (g *Group) launch(p plan) (*array.Array, error) {
 	if g.closed {
 		return nil, fmt.Errorf("collectives: %s rank %d: %w", name, g.Rank(), ErrClosed)
 	}
-	p.desc.Group = g.id
-	var tag transport.Tag // what an early failure aborts
-	switch {
-	case !p.p2p:
-		g.seq++
-		p.desc.Seq = g.seq
-		tag = algoTag(g.id, p.desc.Seq)
-	case p.desc.Peer < 0 || p.desc.Peer >= g.Size() || p.desc.Peer == g.Rank():
-		return nil, fmt.Errorf("collectives: %s rank %d: peer %d in a group of %d: %w",
-			name, g.Rank(), p.desc.Peer, g.Size(), ErrBadPeer)
-	case p.desc.Kind == algo.KindSend:
-		g.sendSeq[p.desc.Peer]++
-		p.desc.Seq = g.sendSeq[p.desc.Peer]
-		tag = algo.P2PTag(g.id, g.Rank(), p.desc.Peer, p.desc.Seq)
-	default:
-		g.recvSeq[p.desc.Peer]++
-		p.desc.Seq = g.recvSeq[p.desc.Peer]
-		tag = algo.P2PTag(g.id, p.desc.Peer, g.Rank(), p.desc.Seq)
+	if err := g.checkPeer(name, p); err != nil {
+		return nil, err
 	}
-	p.tag = tag
+	g.number(&p)
+	tag := p.tag // what an early failure aborts
 	if !p.p2p {
 		g.board.arrive(g.Rank(), p.desc.Seq)
 	}
@@ -89,6 +74,37 @@ func (g *Group) launch(p plan) (*array.Array, error) {
 		g.t.Abort(tag, err) // the peers are in this collective too
 	}
 	return out, err
+}
+
+// checkPeer refuses a point-to-point call whose peer is out of range or
+// this rank: it has no pair to take a place in.
+func (g *Group) checkPeer(name string, p plan) error {
+	if p.p2p && (p.desc.Peer < 0 || p.desc.Peer >= g.Size() || p.desc.Peer == g.Rank()) {
+		return fmt.Errorf("collectives: %s rank %d: peer %d in a group of %d: %w",
+			name, g.Rank(), p.desc.Peer, g.Size(), ErrBadPeer)
+	}
+	return nil
+}
+
+// number gives a call its place in the call order (under g.mu): the
+// group's next sequence number, or for send/recv the pair's, and the tag
+// that an early failure aborts.
+func (g *Group) number(p *plan) {
+	p.desc.Group = g.id
+	switch {
+	case !p.p2p:
+		g.seq++
+		p.desc.Seq = g.seq
+		p.tag = algoTag(g.id, p.desc.Seq)
+	case p.desc.Kind == algo.KindSend:
+		g.sendSeq[p.desc.Peer]++
+		p.desc.Seq = g.sendSeq[p.desc.Peer]
+		p.tag = algo.P2PTag(g.id, g.Rank(), p.desc.Peer, p.desc.Seq)
+	default:
+		g.recvSeq[p.desc.Peer]++
+		p.desc.Seq = g.recvSeq[p.desc.Peer]
+		p.tag = algo.P2PTag(g.id, p.desc.Peer, g.Rank(), p.desc.Seq)
+	}
 }
 
 // check rejects what this rank can tell is wrong by itself. Errors about
@@ -135,6 +151,22 @@ func (g *Group) check(name string, p *plan) (*array.Array, error) {
 // turns in the same order, and here the GPU side updates all parts before
 // it waits for the first. A single part uses one fence for both.
 func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
+	c, err := g.prepare(name, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.enqueue(); err != nil {
+		return c.fail(err)
+	}
+	if err := g.comm.Submit(c.task()); err != nil {
+		return c.fail(err)
+	}
+	return c.out, nil
+}
+
+// prepare makes a call of p and everything it needs that can fail without
+// touching a stream: memory, output, staging, fences.
+func (g *Group) prepare(name string, p plan) (*call, error) {
 	c := &call{g: g, p: p, label: opLabel{name, g.id, g.Rank(), p.desc.Seq}, s: p.s, dev: p.s.Device(),
 		parts: pipelineParts(p)}
 	c.staged = !c.dev.Properties().HostVisibleDeviceMem
@@ -150,9 +182,16 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	if g.rec != nil && c.s.Traced() != g.rec {
 		c.s.TraceTo(g.rec) // a traced group's streams show their commands
 	}
-	side, err := inflight.enter(p.tag, g.Rank(), c.s, c.hasEvent, p.hasOut)
+	return c, nil
+}
+
+// enqueue puts the call's GPU side on its stream, the ledger's check
+// first; on failure the caller fails the call (which releases what was
+// enqueued).
+func (c *call) enqueue() error {
+	side, err := inflight.enter(c.p.tag, c.g.Rank(), c.s, c.hasEvent, c.p.hasOut)
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
 	upd, err := c.encodeInput()
 	var wait streams.Event
@@ -160,13 +199,7 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 		wait, err = c.encodeOutput()
 	}
 	inflight.done(side, upd, wait)
-	if err != nil {
-		return c.fail(err)
-	}
-	if err := g.comm.Submit(c.task()); err != nil {
-		return c.fail(err)
-	}
-	return c.out, nil
+	return err
 }
 
 // pipelinePart is the payload of one part of a pipeline; maxParts bounds

@@ -99,23 +99,30 @@ func (g *Group) Broadcast(s *streams.GPU, x *array.Array, root int) (*array.Arra
 // dtype; the k-th Send to dst meets dst's k-th Recv from this rank. It
 // returns at once; a failure shows in Wait.
 func (g *Group) Send(s *streams.GPU, x *array.Array, dst int) error {
+	_, err := g.launch(g.sendPlan(s, x, dst))
+	return err
+}
+
+func (g *Group) sendPlan(s *streams.GPU, x *array.Array, dst int) plan {
 	d := descOf(algo.KindSend, x)
 	d.Peer = dst
 	if x == nil { // refused, but in its place: dst's matching Recv fails at once
-		_, err := g.launch(plan{desc: d, s: s, p2p: true, refused: nilInput("send", g)})
-		return err
+		return plan{desc: d, s: s, p2p: true, refused: nilInput("send", g)}
 	}
 	algoOpts := g.cfg.algo
-	_, err := g.launch(plan{desc: d, s: s, in: x, p2p: true,
+	return plan{desc: d, s: s, in: x, p2p: true,
 		run: func(ctx context.Context, d algo.Desc, in, _ []byte) error {
 			return algo.Send(ctx, g.t, d, in, algoOpts...)
-		}})
-	return err
+		}}
 }
 
 // Recv returns, at once, an array of the given shape and dtype that receives
 // what rank src sends.
 func (g *Group) Recv(s *streams.GPU, shape []int, dt gpu.DType, src int) (*array.Array, error) {
+	return g.launch(g.recvPlan(s, shape, dt, src))
+}
+
+func (g *Group) recvPlan(s *streams.GPU, shape []int, dt gpu.DType, src int) plan {
 	d := algo.Desc{Kind: algo.KindRecv, DType: dt, Peer: src}
 	var refused error
 	if !dt.Valid() {
@@ -127,14 +134,14 @@ func (g *Group) Recv(s *streams.GPU, shape []int, dt gpu.DType, src int) (*array
 		}
 	}
 	if refused != nil { // in its place: src's matching Send fails at once
-		return g.launch(plan{desc: d, s: s, p2p: true, refused: refused})
+		return plan{desc: d, s: s, p2p: true, refused: refused}
 	}
 	d.Count = sizeOf(shape)
 	algoOpts := g.cfg.algo
-	return g.launch(plan{desc: d, s: s, hasOut: true, outShape: slices.Clone(shape), outDType: dt, p2p: true,
+	return plan{desc: d, s: s, hasOut: true, outShape: slices.Clone(shape), outDType: dt, p2p: true,
 		run: func(ctx context.Context, d algo.Desc, _, out []byte) error {
 			return algo.Recv(ctx, g.t, d, out, algoOpts...)
-		}})
+		}}
 }
 
 // Barrier returns once every rank of the group has reached it (and this
