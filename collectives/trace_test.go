@@ -322,6 +322,15 @@ func checkChoreography(t *testing.T, evs []chromeEvent, n, calls int) {
 	if want := 2 * n * calls; pairs != want {
 		t.Errorf("%d update/wait pairs, want %d (two per rank and call)", pairs, want)
 	}
+	flows := 0
+	for _, e := range evs {
+		if e.str("ph") == "s" {
+			flows++
+		}
+	}
+	if want := 2 * n * calls; flows != want {
+		t.Errorf("%d flows, want %d: one per update/wait pair", flows, want)
+	}
 	// The CPU side's calls lie inside an allreduce task of their rank.
 	for _, e := range evs {
 		if e.str("cat") != "fence" || e.str("ph") != "X" {
