@@ -20,6 +20,7 @@ require (
 	go.uber.org/zap/exp v0.3.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.44.0
+	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.60.1
 	google.golang.org/protobuf v1.33.0
 )
@@ -58,6 +59,5 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.21.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20231002182017-d307bd883b97 // indirect
 )
