@@ -155,6 +155,7 @@ func (g *Group) Barrier(ctx context.Context) error {
 	}
 	g.seq++
 	d := algo.Desc{Kind: algo.KindBarrier, Group: g.id, Seq: g.seq, DType: gpu.Uint8}
+	g.board.arrive(g.Rank(), d.Seq)
 	wait, err := g.onComm("barrier", func(cctx context.Context) error {
 		if dl, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
@@ -168,7 +169,7 @@ func (g *Group) Barrier(ctx context.Context) error {
 		err = wait(ctx)
 	}
 	if err != nil {
-		return g.closedErr(fmt.Errorf("collectives: barrier rank %d: %w", g.Rank(), err))
+		return g.closedErr(g.opError(opLabel{"barrier", g.id, g.Rank(), d.Seq}, err))
 	}
 	return nil
 }
