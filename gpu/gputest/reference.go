@@ -81,5 +81,8 @@ func closeEnough(dt gpu.DType, got, want float64) bool {
 	if math.IsNaN(want) {
 		return math.IsNaN(got)
 	}
+	if got == want { // infinities too
+		return true
+	}
 	return math.Abs(got-want) <= tolerance(dt)*math.Abs(want)
 }

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) gpu.Device) {
 		{"Reset", testReset},
 		{"Kernels", testKernels},
 		{"KernelAliasing", testKernelAliasing},
+		{"PeerReduce", testPeerReduce},
 		{"BadArguments", testBadArguments},
 		{"FreedBuffer", testFreedBuffer},
 		{"Units", testUnits},

@@ -24,6 +24,8 @@ func opName(c gpu.Command) string {
 		return "wait"
 	case gpu.WriteValue:
 		return "write"
+	case gpu.PeerReduce:
+		return "peer-reduce"
 	}
 	return fmt.Sprintf("%T", c)
 }
@@ -51,6 +53,10 @@ func (q *queue) checkOwned(cmds []gpu.Command, freedOK bool) error {
 			err = q.ownWord(c.Word)
 		case gpu.WriteValue:
 			err = q.ownWord(c.Word)
+		case gpu.PeerReduce:
+			if t, ok := c.Table.(*peerTable); !ok || t.dev != q.dev {
+				err = fmt.Errorf("peer table is a %T of another device: %w", c.Table, gpu.ErrBadArgument)
+			}
 		default:
 			err = fmt.Errorf("unknown command type: %w", gpu.ErrBadArgument)
 		}
@@ -238,6 +244,8 @@ func (q *queue) exec1(i int, c gpu.Command) (err error) {
 			return fmt.Errorf("fence word freed: %w", gpu.ErrClosed)
 		}
 		w.raise(c.Value)
+	case gpu.PeerReduce:
+		return q.peerReduce(c)
 	}
 	return nil
 }
