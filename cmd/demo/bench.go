@@ -15,14 +15,15 @@ import (
 )
 
 // benchOps are the ops the sweep knows, in its default order.
-var benchOps = []string{"allreduce", "allreduce_inplace", "allgather", "reducescatter", "broadcast", "sendrecv"}
+var benchOps = []string{"allreduce", "allreduce_inplace", "allgather", "reducescatter", "broadcast", "sendrecv",
+	"alltoall", "alltoallv", "gather", "scatter", "reduce", "sendrecv_batch"}
 
 // benchFlags are the sweep's settings; every rank of a launch gets the
 // same (args).
 type benchFlags struct {
 	Backend string        `help:"GPU backend: auto, sim, cuda, metal." default:"auto"`
 	DType   string        `name:"dtype" help:"Element type." default:"float32"`
-	Ops     string        `help:"Comma-separated ops: allreduce, allreduce_inplace, allgather, reducescatter, broadcast, sendrecv (a ring: each rank sends to the next and receives from the one before)." default:"allreduce,allreduce_inplace,allgather,reducescatter,broadcast,sendrecv"`
+	Ops     string        `help:"Comma-separated ops: allreduce, allreduce_inplace, allgather, reducescatter, broadcast, sendrecv (a ring: each rank sends to the next and receives from the one before), alltoall, alltoallv (an uneven split with a zero count per rank), gather, scatter, reduce (root 0), sendrecv_batch (the ring as one Batch of a send and a receive)." default:"allreduce,allreduce_inplace,allgather,reducescatter,broadcast,sendrecv,alltoall,alltoallv,gather,scatter,reduce,sendrecv_batch"`
 	MinSize sizeFlag      `help:"Smallest size per rank." default:"4KiB"`
 	MaxSize sizeFlag      `help:"Largest size per rank." default:"64MiB"`
 	Factor  int           `help:"Size step factor." default:"4"`
@@ -130,6 +131,9 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 		fmt.Fprintf(tw, "staging floor (D2H+H2D, %d ranks at once)\t%d\t\t\t\t%.1f\t\t\t%.3f\t\t\n", w.size, int(f.MaxSize), us(floor.t), floor.busbw)
 	}
 	_ = tw.Flush()
+	if slices.ContainsFunc(ops, exchangeOp) {
+		fmt.Fprintln(out, unevenNote(w.size))
+	}
 	if ar64 > 0 {
 		fmt.Fprintf(out, "allreduce 64 MiB busbw / memcpy: %.0f%% (target >= 30%%)\n", 100*ar64/memcpy.gbps)
 		if staged {
@@ -143,11 +147,14 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 // all-reduce busbw at 64 MiB (0 if none ran).
 func (f *benchFlags) rows(tw io.Writer, w *world, ops []string, dt gpu.DType) (ar64 float64, err error) {
 	for _, op := range ops {
-		if op == "sendrecv" && w.size < 2 {
+		if (op == "sendrecv" || op == "sendrecv_batch") && w.size < 2 {
 			continue // no ring of one rank
 		}
 		for size := int(f.MinSize); size <= int(f.MaxSize) && size > 0; size *= f.Factor { // MaxSize <= 1 TiB: no overflow
 			count := size / dt.Size()
+			if op == "alltoall" {
+				count -= count % w.size // equal blocks
+			}
 			if count < 1 {
 				continue
 			}
@@ -156,8 +163,11 @@ func (f *benchFlags) rows(tw io.Writer, w *world, ops []string, dt gpu.DType) (a
 				return 0, fmt.Errorf("%s %d bytes: %w", op, size, err)
 			}
 			redop := "-"
-			if op == "allreduce" || op == "allreduce_inplace" || op == "reducescatter" {
+			switch op {
+			case "allreduce", "allreduce_inplace", "reducescatter", "reduce":
 				redop = "sum"
+			case "alltoallv":
+				redop = unevenLabel
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.1f\t%.1f\t%.3f\t%.3f\t%d\t\n", op, count*dt.Size(), count, dt, redop,
 				us(r.batch), us(r.p50), r.algbw, r.busbw, r.wrong)

@@ -22,14 +22,21 @@ import (
 //   - matrix: R20 across processes: all-reduce of every dtype (sum, min,
 //     max, prod) over 1, 7, 10 and 1024 elements and 1024x1024 float32;
 //     all-gather, reduce-scatter, broadcast (first and last root),
-//     send/recv around the ring, barrier.
+//     send/recv around the ring; all-to-all (even, and uneven with zero
+//     counts), gather and scatter (first and last root), reduce to a root
+//     and a Batch around the ring both ways, every dtype at 0, 1, 7 and
+//     1024 elements per block and float32 at 1024x1024 (check_exchange.go);
+//     barrier.
 //   - soak: all-reduce Size-byte float32 arrays Iters times, printing
 //     "SOAK <k>" after each; the first failure ends it (one FAIL line,
 //     with how long the failed step took).
 //   - mismatch: rank r all-reduces 100+r elements: every rank must fail
 //     with ErrShapeMismatch (the step is ok when it does).
+//   - mismatch-alltoallv: an all-to-all whose last rank expects one row
+//     fewer from rank 0 than rank 0 sends it: every rank must fail with
+//     ErrShapeMismatch.
 type nodeCheckCmd struct {
-	Scenario string        `arg:"" enum:"matrix,soak,mismatch" help:"matrix, soak or mismatch."`
+	Scenario string        `arg:"" enum:"matrix,soak,mismatch,mismatch-alltoallv" help:"matrix, soak, mismatch or mismatch-alltoallv."`
 	Size     sizeFlag      `help:"Soak: bytes per all-reduce." default:"64MiB"`
 	Iters    int           `help:"Soak: all-reduces." default:"100"`
 	Backend  string        `help:"GPU backend: auto, sim, cuda, metal." default:"auto"`
@@ -51,6 +58,8 @@ func (c *nodeCheckCmd) Run(g *globals) error {
 		k.soak(int(c.Size), c.Iters)
 	case "mismatch":
 		k.mismatch()
+	case "mismatch-alltoallv":
+		k.mismatchAllToAllV()
 	}
 	if k.failed == 0 {
 		if err := w.finish(c.Timeout); err != nil {

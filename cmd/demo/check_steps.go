@@ -31,6 +31,7 @@ func (k *checker) matrix() {
 	for _, per := range []int{1, 7, 256} {
 		k.reduceScatter(gpu.Int32, per*k.g.Size())
 	}
+	k.exchange()
 	ctx, cancel := k.ctx()
 	defer cancel()
 	if err := k.g.Barrier(ctx); err != nil {
@@ -182,12 +183,17 @@ func (k *checker) mismatch() {
 	if err == nil {
 		_, err = k.values(y)
 	}
+	k.mismatched("mismatch", err)
+}
+
+// mismatched passes step when err is ErrShapeMismatch.
+func (k *checker) mismatched(step string, err error) {
 	switch {
 	case errors.Is(err, collectives.ErrShapeMismatch):
-		k.pass("mismatch")
+		k.pass(step)
 	case err == nil:
-		k.fail("mismatch", errors.New("mismatched shapes all-reduced without an error"))
+		k.fail(step, errors.New("mismatched shapes exchanged without an error"))
 	default:
-		k.fail("mismatch", err)
+		k.fail(step, err)
 	}
 }

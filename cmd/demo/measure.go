@@ -43,7 +43,13 @@ func (f *benchFlags) measure(w *world, op string, dt gpu.DType, count int) (resu
 	o := &opRun{w: w, op: op, dt: dt, count: count, inputs: make([]*array.Array, len(w.groups)), inplace: op == "allreduce_inplace"}
 	for i := range w.groups {
 		var err error
-		if o.inputs[i], err = array.Arange(w.s[i], count, dt, float64(w.groups[i].Rank()%3), 0); err != nil {
+		r := w.groups[i].Rank()
+		if exchangeOp(op) {
+			o.inputs[i], err = array.Full(w.s[i], exchangeInputShape(op, w.size, count), dt, float64(r+1))
+		} else {
+			o.inputs[i], err = array.Arange(w.s[i], count, dt, float64(r%3), 0)
+		}
+		if err != nil {
 			return result{}, err
 		}
 	}
@@ -88,8 +94,8 @@ func (f *benchFlags) measure(w *world, op string, dt gpu.DType, count int) (resu
 	}
 	perOp := time.Since(t0) / time.Duration(timed)
 	bytes := float64(count * dt.Size())
-	if op == "allgather" {
-		bytes *= float64(w.size) // nccl-tests: the size of the gathered output
+	if op == "allgather" || op == "gather" || op == "scatter" {
+		bytes *= float64(w.size) // nccl-tests: the size of the gathered output (the scattered input)
 	}
 	algbw := bytes / perOp.Seconds() / 1e9
 	return result{batch: perOp, p50: lat, algbw: algbw, busbw: algbw * busFactor(op, w.size), wrong: total[0]}, nil
@@ -151,6 +157,8 @@ func (o *opRun) start(i int) (*array.Array, error) {
 		return g.ReduceScatter(s, x, collectives.Sum)
 	case "broadcast":
 		return g.Broadcast(s, x, 0)
+	case "alltoall", "alltoallv", "gather", "scatter", "reduce", "sendrecv_batch":
+		return o.startExchange(i)
 	case "sendrecv":
 		r, n := g.Rank(), g.Size()
 		next, prev := (r+1)%n, (r+n-1)%n
@@ -169,8 +177,9 @@ func (o *opRun) start(i int) (*array.Array, error) {
 	return nil, fmt.Errorf("unknown op %q", o.op)
 }
 
-// wait waits for every output and, for sendrecv, for the sends (a Send has
-// no output: the group says when it is done).
+// wait waits for every output and, where a rank's part has none (the
+// sends of sendrecv and sendrecv_batch, a rooted op's other ranks), for
+// the group to say it is done.
 func (o *opRun) wait(ctx context.Context, outs []*array.Array) error {
 	for _, y := range outs {
 		if y != nil {
@@ -179,7 +188,7 @@ func (o *opRun) wait(ctx context.Context, outs []*array.Array) error {
 			}
 		}
 	}
-	if o.op == "sendrecv" {
+	if o.op == "sendrecv" || o.op == "sendrecv_batch" || o.op == "gather" || o.op == "reduce" {
 		for _, g := range o.w.groups {
 			if err := g.Wait(ctx); err != nil {
 				return err
@@ -224,7 +233,9 @@ func (o *opRun) batch(ctx context.Context, iters int) error {
 	return nil
 }
 
-// check counts each held rank's wrong elements (rank r's input is all r%3).
+// check counts each held rank's wrong elements (rank r's input is all r%3,
+// or r+1 for the exchange ops); a missing output counts all its elements
+// wrong, an output where none is due one.
 func (o *opRun) check(ctx context.Context, outs []*array.Array) ([]int64, error) {
 	n := o.w.size
 	sum := 0.0
@@ -233,14 +244,26 @@ func (o *opRun) check(ctx context.Context, outs []*array.Array) ([]int64, error)
 	}
 	wrong := make([]int64, len(outs))
 	for i, y := range outs {
+		r := o.w.groups[i].Rank()
+		if due := exchangeOutputs(o.op, n) == n || r == benchRoot; (y != nil) != due {
+			if due {
+				wrong[i] = int64(o.count * n)
+			} else {
+				wrong[i] = 1
+			}
+			continue
+		} else if y == nil {
+			continue
+		}
 		vals, err := array.ToFloat64(ctx, y)
 		if err != nil {
 			return nil, err
 		}
-		r := o.w.groups[i].Rank()
 		for j, v := range vals {
 			var want float64
 			switch o.op {
+			case "alltoall", "alltoallv", "gather", "scatter", "reduce", "sendrecv_batch":
+				want = o.exchangeWant(r, j)
 			case "allreduce", "allreduce_inplace", "reducescatter":
 				want = sum
 			case "allgather":
@@ -271,7 +294,7 @@ func busFactor(op string, n int) float64 {
 	switch op {
 	case "allreduce", "allreduce_inplace":
 		return 2 * float64(n-1) / float64(n)
-	case "allgather", "reducescatter":
+	case "allgather", "reducescatter", "alltoall", "alltoallv", "gather", "scatter":
 		return float64(n-1) / float64(n)
 	}
 	return 1
