@@ -12,8 +12,14 @@ import (
 // done matches a check's last line.
 var done = regexp.MustCompile(`CHECK done ok=(\d+) failed=(\d+) live-fences=(-?\d+)`)
 
+// exchangeSteps are the matrix's steps of the exchange ops: each must
+// have run, and passed, on every rank.
+var exchangeSteps = []string{"alltoall/", "alltoallv/", "gather/", "scatter/", "reduce/", "batch/"}
+
 // TestMatrix: every op is correct on the R20 matrix across 2 and 4
-// processes, and no fence is left live.
+// processes, the exchange ops (all-to-all even and uneven with zero
+// counts, gather, scatter, reduce to a root, a batched ring) included,
+// and no fence is left live.
 func TestMatrix(t *testing.T) {
 	for _, tr := range transports {
 		for _, n := range []int{2, 4} {
@@ -38,6 +44,13 @@ func matrix(t *testing.T, tr string, n int) {
 					t.Fatalf("%s:\n%s", m[0], out)
 				}
 			}
+			for _, step := range exchangeSteps {
+				for r := range n {
+					if !strings.Contains(out, fmt.Sprintf("[%d] CHECK %s", r, step)) {
+						t.Fatalf("rank %d ran no %s step:\n%s", r, step, out)
+					}
+				}
+			}
 		}
 	}
 }
@@ -48,6 +61,20 @@ func TestMismatchedShapes(t *testing.T) {
 	out, err := launch(t, "auto", 3, "check", "mismatch")
 	if err != nil || strings.Count(out, "CHECK mismatch ok") != 3 {
 		t.Fatalf("%v:\n%s", err, out)
+	}
+}
+
+// TestMismatchedAllToAllV: an all-to-all whose counts disagree between
+// two ranks (the last expects one row fewer from rank 0 than it sends)
+// fails on every rank with ErrShapeMismatch, over either transport.
+func TestMismatchedAllToAllV(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			out, err := launch(t, tr, 3, "check", "mismatch-alltoallv")
+			if err != nil || strings.Count(out, "CHECK mismatch/alltoallv ok") != 3 {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+		})
 	}
 }
 

@@ -2,12 +2,14 @@
 // processes on loopback (`demo node check ...`, started by `demo launch`
 // or by the tests themselves acting as the launcher), checked from the
 // outside:
-//   - every op correct on the R20 matrix, on 2 and 4 processes;
+//   - every op correct on the R20 matrix, on 2 and 4 processes, over TCP
+//     and shared memory: the exchange ops (all-to-all even and uneven with
+//     zero counts, gather, scatter, reduce to a root, a batched ring) too;
 //   - a rank killed with SIGKILL in the middle of a 64 MiB all-reduce
 //     leaves every survivor with ErrPeerLost, promptly, exiting by itself
 //     with no fence left live;
-//   - mismatched shapes across processes fail on every rank with
-//     ErrShapeMismatch;
+//   - mismatched shapes across processes (an all-reduce, an all-to-all's
+//     counts) fail on every rank with ErrShapeMismatch;
 //   - strangers on the control plane (garbage bytes, a wrong secret, a
 //     rank of another run) are refused while a cluster runs, and its
 //     collectives go on unaffected.
