@@ -256,6 +256,11 @@ func (q *queue) issue(c gpu.Command) (int, error) {
 			return 0, closedf("scale: buffer freed")
 		}
 		return 1, k.scale(a, s, dst.dptr, src.dptr, c.DType, c.N, c.Factor)
+	case gpu.PeerReduce:
+		if c.N == 0 {
+			return 0, nil
+		}
+		return k.peerReduce(a, s, c)
 	}
 	return 0, badArgf("unknown command %T", c)
 }

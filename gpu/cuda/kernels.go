@@ -71,7 +71,13 @@ type kernels struct {
 	module   cuModule
 	fn       map[string]cuFunc // "fill_f32" ... and storeMaxKernel
 	storeMax cuFunc
+	// peer holds the PeerReduce kernels ("peer_sum_f32" ...), nil when the
+	// PTX predates them (the device then has no peer tables).
+	peer map[string]cuFunc
 }
+
+// peerOps are PeerReduce's kernels' op names, with a variant per dtype.
+var peerOps = []gpu.ReduceOp{gpu.OpSum, gpu.OpProd, gpu.OpMin, gpu.OpMax}
 
 // loadKernels loads ptx; it runs on a driver thread.
 func loadKernels(a *api, ptx []byte) (*kernels, error) {
@@ -100,6 +106,18 @@ func loadKernels(a *api, ptx []byte) (*kernels, error) {
 		k.fn[n] = f
 	}
 	k.storeMax = k.fn[storeMaxKernel]
+	k.peer = map[string]cuFunc{}
+	for _, op := range peerOps {
+		for _, dt := range gpu.DTypes {
+			n := "peer_" + op.String() + "_" + dtypeSuffix[dt]
+			var f cuFunc
+			if a.cuModuleGetFunction(&f, k.module, "choreo_"+n) != cudaSuccess {
+				k.peer = nil // an older PTX: no device-resident path
+				return k, nil
+			}
+			k.peer[n] = f
+		}
+	}
 	return k, nil
 }
 

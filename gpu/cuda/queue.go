@@ -246,6 +246,12 @@ func (q *queue) resources(c gpu.Command) ([]resource, error) {
 		bufs = []gpu.Buffer{c.Dst, c.A, c.B}
 	case gpu.Scale:
 		bufs = []gpu.Buffer{c.Dst, c.Src}
+	case gpu.PeerReduce:
+		t, ok := c.Table.(*peerTable)
+		if !ok || t.dev != q.dev {
+			return nil, badArgf("%s: table %T is not from this cuda device", c, c.Table)
+		}
+		bufs = []gpu.Buffer{t.host, t.dtab}
 	case gpu.WaitValue:
 		words = []gpu.FenceWord{c.Word}
 	case gpu.WriteValue:

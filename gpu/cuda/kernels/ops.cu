@@ -204,3 +204,103 @@ extern "C" __global__ void choreo_store_max_u32(unsigned int* word, unsigned int
     if (v > *w) *w = v;
     __threadfence_system();
 }
+
+// ---- peer reduce (the device-resident collectives) ----------------------
+//
+// choreo_peer_<op>_<dtype> is gpu.PeerReduce. tab is the table in device
+// memory, copied there from its pinned host copy by the stream just before
+// the kernel (so it holds what the CPU wrote before it released the
+// stream's fence wait): tab[0] is the armed flag, then (pointer, bytes) per
+// entry from tab[2]. flag is the host copy's error word (device-mapped):
+// an entry too short for its range sets it, and nothing is written. Every
+// thread reduces its elements over the sources in entry order into an
+// accumulator (float32 for 16-bit floats, rounded once) and stores it in
+// every destination; a destination that is also a source is read before
+// it is written, element by element.
+
+struct OpSum {
+    static __device__ __forceinline__ float f(float a, float b) { return __fadd_rn(a, b); }
+    static __device__ __forceinline__ double d(double a, double b) { return __dadd_rn(a, b); }
+    template <typename T> static __device__ __forceinline__ T i(T a, T b) { return (T)((u64)(long long)a + (u64)(long long)b); }
+};
+struct OpProd {
+    static __device__ __forceinline__ float f(float a, float b) { return __fmul_rn(a, b); }
+    static __device__ __forceinline__ double d(double a, double b) { return __dmul_rn(a, b); }
+    template <typename T> static __device__ __forceinline__ T i(T a, T b) { return (T)((u64)(long long)a * (u64)(long long)b); }
+};
+struct OpMin {
+    static __device__ __forceinline__ float f(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fminf(a, b); }
+    static __device__ __forceinline__ double d(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : fmin(a, b); }
+    template <typename T> static __device__ __forceinline__ T i(T a, T b) { return a < b ? a : b; }
+};
+struct OpMax {
+    static __device__ __forceinline__ float f(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fmaxf(a, b); }
+    static __device__ __forceinline__ double d(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : fmax(a, b); }
+    template <typename T> static __device__ __forceinline__ T i(T a, T b) { return a > b ? a : b; }
+};
+
+// Element access per dtype: load to the accumulator type, reduce, store.
+struct PF32 { typedef float T; typedef float A;
+    static __device__ __forceinline__ A ld(T v) { return v; }
+    static __device__ __forceinline__ T st(A v) { return v; }
+    template <class O> static __device__ __forceinline__ A op(A a, A b) { return O::f(a, b); } };
+struct PF64 { typedef double T; typedef double A;
+    static __device__ __forceinline__ A ld(T v) { return v; }
+    static __device__ __forceinline__ T st(A v) { return v; }
+    template <class O> static __device__ __forceinline__ A op(A a, A b) { return O::d(a, b); } };
+struct PF16 { typedef unsigned short T; typedef float A;
+    static __device__ __forceinline__ A ld(T v) { return h2f(v); }
+    static __device__ __forceinline__ T st(A v) { return f2h(v); }
+    template <class O> static __device__ __forceinline__ A op(A a, A b) { return O::f(a, b); } };
+struct PBF16 { typedef unsigned short T; typedef float A;
+    static __device__ __forceinline__ A ld(T v) { return bf2f(v); }
+    static __device__ __forceinline__ T st(A v) { return f2bf(v); }
+    template <class O> static __device__ __forceinline__ A op(A a, A b) { return O::f(a, b); } };
+template <typename I> struct PInt { typedef I T; typedef I A;
+    static __device__ __forceinline__ A ld(T v) { return v; }
+    static __device__ __forceinline__ T st(A v) { return v; }
+    template <class O> static __device__ __forceinline__ A op(A a, A b) { return O::template i<I>(a, b); } };
+
+#define PEER_MAX 64  // entries a kernel reads (srcs + dsts); more: several commands
+
+template <class P, class O>
+__device__ __forceinline__ void peer_k(const u64* tab, u64* flag, int srcLo, int srcHi, int dstLo,
+                                       int dstHi, long long srcOff, long long dstOff, long long n) {
+    if (tab[0] == 0) return;  // not armed: the collective failed before its peers were known
+    typedef typename P::T T;
+    const long long es = (long long)sizeof(T);
+    for (int e = srcLo; e < srcHi; e++)
+        if ((unsigned long long)((srcOff + n) * es) > tab[3 + 2 * e]) { if (threadIdx.x == 0) *(volatile u64*)flag = 1; return; }
+    for (int e = dstLo; e < dstHi; e++)
+        if ((unsigned long long)((dstOff + n) * es) > tab[3 + 2 * e]) { if (threadIdx.x == 0) *(volatile u64*)flag = 1; return; }
+    GRID_LOOP(i, n) {
+        typename P::A acc = P::ld(((const T*)tab[2 + 2 * srcLo])[srcOff + i]);
+        for (int e = srcLo + 1; e < srcHi; e++)
+            acc = P::template op<O>(acc, P::ld(((const T*)tab[2 + 2 * e])[srcOff + i]));
+        T v = P::st(acc);
+        for (int e = dstLo; e < dstHi; e++) ((T*)tab[2 + 2 * e])[dstOff + i] = v;
+    }
+}
+
+#define PEER_KERNEL(opname, O, sfx, P)                                                          \
+    extern "C" __global__ void choreo_peer_##opname##_##sfx(const u64* tab, u64* flag, int sl, \
+                                                            int sh, int dl, int dh,            \
+                                                            long long so, long long dof,       \
+                                                            long long n) {                     \
+        peer_k<P, O>(tab, flag, sl, sh, dl, dh, so, dof, n);                                   \
+    }
+#define PEER_KERNELS(opname, O)             \
+    PEER_KERNEL(opname, O, f32, PF32)       \
+    PEER_KERNEL(opname, O, f64, PF64)       \
+    PEER_KERNEL(opname, O, f16, PF16)       \
+    PEER_KERNEL(opname, O, bf16, PBF16)     \
+    PEER_KERNEL(opname, O, i8, PInt<signed char>) \
+    PEER_KERNEL(opname, O, i16, PInt<short>) \
+    PEER_KERNEL(opname, O, i32, PInt<int>)  \
+    PEER_KERNEL(opname, O, i64, PInt<long long>) \
+    PEER_KERNEL(opname, O, u8, PInt<unsigned char>)
+
+PEER_KERNELS(sum, OpSum)
+PEER_KERNELS(prod, OpProd)
+PEER_KERNELS(min, OpMin)
+PEER_KERNELS(max, OpMax)
