@@ -27,6 +27,7 @@ type benchFlags struct {
 	MinSize sizeFlag      `help:"Smallest size per rank." default:"4KiB"`
 	MaxSize sizeFlag      `help:"Largest size per rank." default:"64MiB"`
 	Factor  int           `help:"Size step factor." default:"4"`
+	Sizes   string        `help:"Comma-separated sizes per rank (e.g. 4KiB,16MiB), measured instead of the min-size..max-size sweep."`
 	Iters   int           `help:"Timed iterations per size (0: by size, as in the peers' method)." default:"0"`
 	Timeout time.Duration `help:"Deadline of each collective." default:"60s"`
 }
@@ -35,7 +36,37 @@ type benchFlags struct {
 func (f *benchFlags) args() []string {
 	return []string{"--backend=" + f.Backend, "--dtype=" + f.DType, "--ops=" + f.Ops,
 		"--min-size=" + strconv.FormatUint(uint64(f.MinSize), 10), "--max-size=" + strconv.FormatUint(uint64(f.MaxSize), 10),
-		"--factor=" + strconv.Itoa(f.Factor), "--iters=" + strconv.Itoa(f.Iters), "--timeout=" + f.Timeout.String()}
+		"--factor=" + strconv.Itoa(f.Factor), "--sizes=" + f.Sizes, "--iters=" + strconv.Itoa(f.Iters), "--timeout=" + f.Timeout.String()}
+}
+
+// sizes are the sizes per rank to measure, in bytes: --sizes, or the sweep
+// from --min-size to --max-size.
+func (f *benchFlags) sizes() ([]int, error) {
+	if strings.TrimSpace(f.Sizes) == "" {
+		var out []int
+		for size := int(f.MinSize); size <= int(f.MaxSize) && size > 0; size *= f.Factor { // MaxSize <= 1 TiB: no overflow
+			out = append(out, size)
+		}
+		return out, nil
+	}
+	var out []int
+	for _, s := range strings.Split(f.Sizes, ",") {
+		var v sizeFlag
+		if err := v.UnmarshalText([]byte(s)); err != nil {
+			return nil, err
+		}
+		if v < 1 || v > 1<<40 {
+			return nil, fmt.Errorf("bad size %d", v)
+		}
+		out = append(out, int(v))
+	}
+	return out, nil
+}
+
+// largest is the largest size measured, for the memcpy and staging lines.
+func (f *benchFlags) largest() int {
+	sizes, _ := f.sizes()
+	return slices.Max(append(sizes, 1))
 }
 
 // check validates the flags and returns the dtype and the ops.
@@ -46,6 +77,9 @@ func (f *benchFlags) check() (gpu.DType, []string, error) {
 	}
 	if f.Factor < 2 || f.MinSize < 1 || f.MaxSize < f.MinSize || f.MaxSize > 1<<40 {
 		return dt, nil, fmt.Errorf("bad sweep: min %d max %d factor %d", f.MinSize, f.MaxSize, f.Factor)
+	}
+	if _, err := f.sizes(); err != nil {
+		return dt, nil, err
 	}
 	var ops []string
 	for _, op := range strings.Split(f.Ops, ",") {
@@ -111,12 +145,12 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 	defer cancel()
 	var memcpy memcpyResult
 	if w.lead() {
-		memcpy = measureMemcpy(int(f.MaxSize))
+		memcpy = measureMemcpy(f.largest())
 	}
 	if err := w.barrier(ctx); err != nil {
 		return err
 	}
-	floor, staged, err := measureStaging(w.dev, len(w.groups), w.size, int(f.MaxSize))
+	floor, staged, err := measureStaging(w.dev, len(w.groups), w.size, f.largest())
 	if err != nil {
 		return err
 	}
@@ -126,9 +160,9 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(tw, "memcpy (1 core)\t%d\t\t\t\t%.1f\t\t%.3f\t\t\t\n", int(f.MaxSize), us(memcpy.t), memcpy.gbps)
+	fmt.Fprintf(tw, "memcpy (1 core)\t%d\t\t\t\t%.1f\t\t%.3f\t\t\t\n", f.largest(), us(memcpy.t), memcpy.gbps)
 	if staged {
-		fmt.Fprintf(tw, "staging floor (D2H+H2D, %d ranks at once)\t%d\t\t\t\t%.1f\t\t\t%.3f\t\t\n", w.size, int(f.MaxSize), us(floor.t), floor.busbw)
+		fmt.Fprintf(tw, "staging floor (D2H+H2D, %d ranks at once)\t%d\t\t\t\t%.1f\t\t\t%.3f\t\t\n", w.size, f.largest(), us(floor.t), floor.busbw)
 	}
 	_ = tw.Flush()
 	if slices.ContainsFunc(ops, exchangeOp) {
@@ -146,11 +180,15 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 // rows measures and prints every op at every size; it returns the best
 // all-reduce busbw at 64 MiB (0 if none ran).
 func (f *benchFlags) rows(tw io.Writer, w *world, ops []string, dt gpu.DType) (ar64 float64, err error) {
+	sizes, err := f.sizes()
+	if err != nil {
+		return 0, err
+	}
 	for _, op := range ops {
 		if (op == "sendrecv" || op == "sendrecv_batch") && w.size < 2 {
 			continue // no ring of one rank
 		}
-		for size := int(f.MinSize); size <= int(f.MaxSize) && size > 0; size *= f.Factor { // MaxSize <= 1 TiB: no overflow
+		for _, size := range sizes {
 			count := size / dt.Size()
 			if op == "alltoall" {
 				count -= count % w.size // equal blocks
