@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """merge.py: one side-by-side table from the peers' rows (see run.sh, README.md).
 
-    merge.py --ranks N [--choreo LABEL] [--tcp gloo,ompi-tcp] [--sizes ...] [--tsv FILE]
-             [--rows FILE] [--note TEXT] LABEL=ROWS_FILE...
+    merge.py --ranks N [--choreo LABEL] [--tcp gloo,ompi-tcp] [--shm choreo-shm=ompi-default]
+             [--ops ...] [--sizes ...] [--tsv FILE] [--rows FILE] [--note TEXT] LABEL=ROWS_FILE...
 
 Each ROWS_FILE holds one peer's output: rows in demo bench's columns
 (op size(B) count type redop time(us) p50(us) algbw busbw #wrong), with or without a
@@ -10,13 +10,16 @@ peer label in front, tab- or space-separated (demo bench pads with spaces); othe
 lines (headers, memcpy lines, comments) are skipped. Rows are matched by op and
 size. Prints an aligned table (and writes it as TSV to --tsv) with each peer's busbw
 and p50 and the ratios choreo / best TCP peer: busbw over the highest TCP busbw
-(> 1: choreo moves more), p50 over the lowest TCP p50 (< 1: choreo is faster).
+(> 1: choreo moves more), p50 over the lowest TCP p50 (< 1: choreo is faster);
+with --shm MINE=REF, also MINE / REF (choreo over shared memory against Open MPI's
+default, shared memory too).
 """
 
 import argparse
 import sys
 
-OPS = ("allreduce", "allgather", "sendrecv")
+OPS = ("allreduce", "allgather", "sendrecv", "alltoall", "alltoallv", "gather", "scatter", "reduce",
+       "sendrecv_batch")
 
 
 def num(s):
@@ -67,6 +70,7 @@ def main():
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--choreo", default="choreo", help="label of choreo's rows")
     ap.add_argument("--tcp", default="gloo,ompi-tcp", help="labels of the TCP peers")
+    ap.add_argument("--shm", default="", help="MINE=REF: add the ratios MINE / REF (e.g. choreo-shm=ompi-default)")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--sizes", default="4096,65536,1048576,16777216,67108864")
     ap.add_argument("--tsv", help="also write the table here as TSV")
@@ -88,7 +92,12 @@ def main():
     header = ["op", "size(B)"]
     for l in labels:
         header += [f"{l} GB/s", f"{l} p50us"]
-    header += [f"{a.choreo}/bestTCP busbw", f"{a.choreo}/bestTCP p50", "check"]
+    header += [f"{a.choreo}/bestTCP busbw", f"{a.choreo}/bestTCP p50"]
+    mine, _, ref = a.shm.partition("=")
+    shm = bool(mine and ref)
+    if shm:
+        header += [f"{mine}/{ref} busbw", f"{mine}/{ref} p50"]
+    header += ["check"]
     table = []
     for op in a.ops.split(","):
         for size in (int(s) for s in a.sizes.split(",")):
@@ -105,11 +114,16 @@ def main():
             t = [data[l][(op, size)] for l in tcp if (op, size) in data[l]]
             bw = c["busbw"] / max(r["busbw"] for r in t) if c and t and max(r["busbw"] for r in t) > 0 else None
             lat = c["p50"] / min(r["p50"] for r in t) if c and t and min(r["p50"] for r in t) > 0 else None
-            row += [fmt(bw, 2), fmt(lat, 2), "; ".join(wrong) or "ok"]
+            row += [fmt(bw, 2), fmt(lat, 2)]
+            if shm:
+                m, f = data.get(mine, {}).get((op, size)), data.get(ref, {}).get((op, size))
+                row += [fmt(m["busbw"] / f["busbw"] if m and f and f["busbw"] > 0 else None, 2),
+                        fmt(m["p50"] / f["p50"] if m and f and f["p50"] > 0 else None, 2)]
+            row += ["; ".join(wrong) or "ok"]
             table.append(row)
     title = (f"{a.ranks} ranks, float32; GB/s = busbw (nccl-tests), p50us = median per-op latency; "
-             f"ratios: {a.choreo} / best of {','.join(tcp) or '(no TCP peer)'} "
-             f"(busbw > 1 and p50 < 1: {a.choreo} better)")
+             f"ratios: {a.choreo} / best of {','.join(tcp) or '(no TCP peer)'}"
+             + (f", {mine} / {ref}" if shm else "") + " (busbw > 1 and p50 < 1: the first better)")
     out = [title] + ([a.note] if a.note else [])
     text = [header] + [[r[0], human(r[1])] + r[2:] for r in table]
     widths = [max(len(str(r[i])) for r in text) for i in range(len(header))]

@@ -1,22 +1,29 @@
 /*
  * mpi_bench.c: the Open MPI peer of choreo's `demo bench` (see run.sh and
- * README.md). Ops: allreduce (float32 SUM, out of place), allgather and
+ * README.md). Ops: allreduce (float32 SUM, out of place), allgather,
  * sendrecv (ring exchange: every rank MPI_Sendrecv's to rank+1 and from
- * rank-1; with 2 ranks, 0 and 1 exchange both ways at once).
+ * rank-1; with 2 ranks, 0 and 1 exchange both ways at once), alltoall,
+ * alltoallv (choreo's uneven split: rank i sends rank j (i+j) mod N shares
+ * of N(N-1)/2 of its size, the remainder to the largest share, so one zero
+ * count per rank), gather, scatter and reduce (root 0, float32 SUM) and
+ * sendrecv_batch (the ring as MPI_Irecv + MPI_Isend + MPI_Waitall, as
+ * choreo's Batch).
  *
  *   mpirun -n N mpi_bench LABEL [OPS] [SIZES]
  *   OPS   comma-separated, default allreduce,allgather,sendrecv
  *   SIZES comma-separated bytes per rank, default 4096,...,67108864
  *   env BENCH_BUDGET_S=s caps each timed loop at about s seconds (default 2)
  *
- * size(B) is what each rank contributes (all-gather: its input; the output
- * is N x size). Per size: one checked op, warm-up, per-op latency (each op
+ * size(B) is what each rank contributes (all-gather, gather: its input; the
+ * output is N x size; scatter: the block each rank gets; all-to-all: its
+ * whole input, elements rounded down to a multiple of N). Per size: one checked op, warm-up, per-op latency (each op
  * after a barrier, max over ranks, median = p50; the counts are choreo's,
  * cut where an op is slow, see capped), then nccl-tests' batch
  * time (timed ops back to back after one barrier, max over ranks / count =
- * time(us)), whose last op is checked too. algbw = bytes / time (all-gather:
- * N x size bytes), busbw = algbw x 2(N-1)/N (allreduce), x (N-1)/N
- * (allgather), x 1 (sendrecv). #wrong = wrong elements over all ranks and
+ * time(us)), whose last op is checked too. algbw = bytes / time (all-gather,
+ * gather, scatter: N x size bytes), busbw = algbw x 2(N-1)/N (allreduce),
+ * x (N-1)/N (allgather, alltoall, alltoallv, gather, scatter), x 1
+ * (sendrecv, sendrecv_batch, reduce), as nccl-tests and choreo's demo bench. #wrong = wrong elements over all ranks and
  * both checks. Rows are printed by rank 0 in demo bench's column order
  * with the label first.
  */
@@ -25,7 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ALLREDUCE, ALLGATHER, SENDRECV };
+enum { ALLREDUCE, ALLGATHER, SENDRECV, ALLTOALL, ALLTOALLV, GATHER, SCATTER, REDUCE, SENDRECV_BATCH };
+
+static const char *opnames[] = {"allreduce", "allgather", "sendrecv", "alltoall", "alltoallv",
+                                "gather", "scatter", "reduce", "sendrecv_batch"};
+
+enum { ROOT = 0 };
 
 /* iterations: the warm-up and timed counts by size, the same table as
  * choreo's demo bench (cmd/demo/bench.go). */
@@ -61,7 +73,24 @@ struct bench {
 	int op, rank, n;
 	size_t count;
 	float *in, *out;
+	size_t inn, outn; /* elements of in and out on this rank */
+	/* alltoallv: this rank's counts and displacements, and split[i*n+j],
+	 * what rank i sends rank j. */
+	int *scounts, *sdispls, *rcounts, *rdispls, *split;
 };
+
+/* uneven fills split[i*n+j] with what rank i sends rank j out of count
+ * elements: (i+j) mod n shares of n(n-1)/2, the remainder to the largest
+ * share (choreo's unevenSplit, cmd/demo/bench_exchange.go). */
+static void uneven(int n, size_t count, int *split) {
+	if (n == 1) { split[0] = (int)count; return; }
+	size_t shares = (size_t)n * (n - 1) / 2, unit = count / shares;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			int w = (i + j) % n;
+			split[i * n + j] = (int)(unit * w + (w == n - 1 ? count - unit * shares : 0));
+		}
+}
 
 static void run(struct bench *b) {
 	int right = (b->rank + 1) % b->n, left = (b->rank + b->n - 1) % b->n;
@@ -76,6 +105,28 @@ static void run(struct bench *b) {
 		MPI_Sendrecv(b->in, (int)b->count, MPI_FLOAT, right, 7, b->out, (int)b->count, MPI_FLOAT, left, 7,
 		             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		break;
+	case ALLTOALL:
+		MPI_Alltoall(b->in, (int)(b->count / b->n), MPI_FLOAT, b->out, (int)(b->count / b->n), MPI_FLOAT, MPI_COMM_WORLD);
+		break;
+	case ALLTOALLV:
+		MPI_Alltoallv(b->in, b->scounts, b->sdispls, MPI_FLOAT, b->out, b->rcounts, b->rdispls, MPI_FLOAT, MPI_COMM_WORLD);
+		break;
+	case GATHER:
+		MPI_Gather(b->in, (int)b->count, MPI_FLOAT, b->out, (int)b->count, MPI_FLOAT, ROOT, MPI_COMM_WORLD);
+		break;
+	case SCATTER:
+		MPI_Scatter(b->in, (int)b->count, MPI_FLOAT, b->out, (int)b->count, MPI_FLOAT, ROOT, MPI_COMM_WORLD);
+		break;
+	case REDUCE:
+		MPI_Reduce(b->in, b->out, (int)b->count, MPI_FLOAT, MPI_SUM, ROOT, MPI_COMM_WORLD);
+		break;
+	case SENDRECV_BATCH: {
+		MPI_Request req[2];
+		MPI_Irecv(b->out, (int)b->count, MPI_FLOAT, left, 8, MPI_COMM_WORLD, &req[0]);
+		MPI_Isend(b->in, (int)b->count, MPI_FLOAT, right, 8, MPI_COMM_WORLD, &req[1]);
+		MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+		break;
+	}
 	}
 }
 
@@ -95,13 +146,42 @@ static long wrong(struct bench *b) {
 		for (int r = 0; r < b->n; r++)
 			for (size_t i = 0; i < c; i++) w += b->out[r * c + i] != value(r, i);
 		break;
-	case SENDRECV: {
+	case SENDRECV:
+	case SENDRECV_BATCH: {
 		int left = (b->rank + b->n - 1) % b->n;
 		for (size_t i = 0; i < c; i++) w += b->out[i] != value(left, i);
 		break;
 	}
+	case ALLTOALL: {
+		size_t blk = c / b->n;
+		for (int r = 0; r < b->n; r++)
+			for (size_t i = 0; i < blk; i++) w += b->out[r * blk + i] != value(r, b->rank * blk + i);
+		break;
 	}
-	memset(b->out, 0xff, (b->op == ALLGATHER ? b->n : 1) * c * sizeof(float)); /* NaN */
+	case ALLTOALLV:
+		for (int r = 0; r < b->n; r++) {
+			size_t off = 0; /* where rank r's block for this rank starts in r's input */
+			for (int j = 0; j < b->rank; j++) off += b->split[r * b->n + j];
+			for (int i = 0; i < b->rcounts[r]; i++) w += b->out[b->rdispls[r] + i] != value(r, off + i);
+		}
+		break;
+	case GATHER:
+		if (b->rank == ROOT)
+			for (int r = 0; r < b->n; r++)
+				for (size_t i = 0; i < c; i++) w += b->out[r * c + i] != value(r, i);
+		break;
+	case SCATTER:
+		for (size_t i = 0; i < c; i++) w += b->out[i] != value(ROOT, b->rank * c + i);
+		break;
+	case REDUCE:
+		if (b->rank == ROOT) {
+			float s = 0;
+			for (int r = 0; r < b->n; r++) s += (float)(r % 3);
+			for (size_t i = 0; i < c; i++) w += b->out[i] != s + (float)(b->n * (int)(i % 5));
+		}
+		break;
+	}
+	memset(b->out, 0xff, b->outn * sizeof(float)); /* NaN */
 	return w;
 }
 
@@ -116,10 +196,10 @@ int main(int argc, char **argv) {
 	snprintf(sizes, sizeof sizes, "%s", argc > 3 ? argv[3] : "4096,65536,1048576,16777216,67108864");
 	char *opsave;
 	for (char *opname = strtok_r(ops, ",", &opsave); opname; opname = strtok_r(0, ",", &opsave)) {
-		if (!strcmp(opname, "allreduce")) b.op = ALLREDUCE;
-		else if (!strcmp(opname, "allgather")) b.op = ALLGATHER;
-		else if (!strcmp(opname, "sendrecv")) b.op = SENDRECV;
-		else {
+		b.op = -1;
+		for (int k = 0; k < (int)(sizeof opnames / sizeof *opnames); k++)
+			if (!strcmp(opname, opnames[k])) b.op = k;
+		if (b.op < 0) {
 			if (b.rank == 0) fprintf(stderr, "mpi_bench: unknown op %s\n", opname);
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		}
@@ -128,17 +208,28 @@ int main(int argc, char **argv) {
 		for (char *s = strtok_r(sz, ",", &szsave); s; s = strtok_r(0, ",", &szsave)) {
 			size_t bytes = strtoull(s, 0, 10);
 			b.count = bytes / sizeof(float);
+			if (b.op == ALLTOALL) b.count -= b.count % b.n; /* equal blocks */
 			if (b.count < 1) continue;
 			bytes = b.count * sizeof(float);
-			size_t outn = (b.op == ALLGATHER ? (size_t)b.n : 1) * b.count;
-			b.in = malloc(bytes);
-			b.out = malloc(outn * sizeof(float));
-			if (!b.in || !b.out) {
+			b.inn = b.outn = b.count;
+			if (b.op == ALLGATHER || (b.op == GATHER && b.rank == ROOT)) b.outn *= b.n;
+			if (b.op == SCATTER && b.rank == ROOT) b.inn *= b.n;
+			b.in = malloc(b.inn * sizeof(float));
+			b.out = malloc(b.outn * sizeof(float));
+			b.split = malloc(sizeof(int) * b.n * b.n);
+			b.scounts = malloc(sizeof(int) * 4 * b.n);
+			if (!b.in || !b.out || !b.split || !b.scounts) {
 				fprintf(stderr, "mpi_bench: out of memory at %zu bytes\n", bytes);
 				MPI_Abort(MPI_COMM_WORLD, 3);
 			}
-			for (size_t i = 0; i < b.count; i++) b.in[i] = value(b.rank, i);
-			memset(b.out, 0, outn * sizeof(float)); /* fault the pages in */
+			b.sdispls = b.scounts + b.n, b.rcounts = b.scounts + 2 * b.n, b.rdispls = b.scounts + 3 * b.n;
+			uneven(b.n, b.count, b.split);
+			for (int j = 0, so = 0, ro = 0; j < b.n; j++) {
+				b.scounts[j] = b.split[b.rank * b.n + j], b.sdispls[j] = so, so += b.scounts[j];
+				b.rcounts[j] = b.split[j * b.n + b.rank], b.rdispls[j] = ro, ro += b.rcounts[j];
+			}
+			for (size_t i = 0; i < b.inn; i++) b.in[i] = value(b.rank, i);
+			memset(b.out, 0, b.outn * sizeof(float)); /* fault the pages in */
 			run(&b);
 			long bad = wrong(&b);
 			int warm, timed;
@@ -176,18 +267,23 @@ int main(int argc, char **argv) {
 			MPI_Reduce(&bad, &badAll, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 			if (b.rank == 0) {
 				qsort(latmax, timed, sizeof(double), cmp);
-				double moved = (double)bytes * (b.op == ALLGATHER ? b.n : 1);
+				int wide = b.op == ALLGATHER || b.op == GATHER || b.op == SCATTER;
+				double moved = (double)bytes * (wide ? b.n : 1);
 				double algbw = moved / bmax / 1e9;
-				double factor = b.op == ALLREDUCE ? 2.0 * (b.n - 1) / b.n : b.op == ALLGATHER ? (double)(b.n - 1) / b.n : 1.0;
+				double factor = b.op == ALLREDUCE ? 2.0 * (b.n - 1) / b.n
+				                : wide || b.op == ALLTOALL || b.op == ALLTOALLV ? (double)(b.n - 1) / b.n
+				                                                                  : 1.0;
+				const char *redop = b.op == ALLREDUCE || b.op == REDUCE ? "sum" : b.op == ALLTOALLV ? "(i+j)%N" : "-";
 				printf("%s\t%s\t%zu\t%zu\tfloat32\t%s\t%.1f\t%.1f\t%.3f\t%.3f\t%ld\n", label, opname, bytes, b.count,
-				       b.op == ALLREDUCE ? "sum" : "-", bmax * 1e6, latmax[timed / 2] * 1e6, algbw, algbw * factor,
-				       badAll);
+				       redop, bmax * 1e6, latmax[timed / 2] * 1e6, algbw, algbw * factor, badAll);
 				fflush(stdout);
 			}
 			free(lat);
 			free(latmax);
 			free(b.in);
 			free(b.out);
+			free(b.split);
+			free(b.scounts);
 		}
 	}
 	MPI_Finalize();

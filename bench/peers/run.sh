@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Side by side, processes against processes over loopback: Open MPI (its
 # defaults, i.e. shared memory, and forced to TCP), Gloo (torch.distributed)
-# and choreo's `demo launch -n N bench`, in one run, for each rank count:
-# all-reduce, all-gather and send/recv at 4 KiB, 64 KiB, 1 MiB, 16 MiB and
-# 64 MiB per rank, then one merged table per rank count with the ratios
-# choreo / best TCP peer. Installs the peers from Debian packages if missing
+# and choreo's `demo launch -n N bench` (over TCP and over shared memory), in
+# one run, for each rank count: all-reduce, all-gather, send/recv, all-to-all
+# (even and uneven), gather, scatter, reduce and the batched ring at 4 KiB,
+# 64 KiB, 1 MiB, 16 MiB and 64 MiB per rank, then one merged table per rank
+# count with the ratios choreo-tcp / best TCP peer and choreo-shm / Open MPI's
+# default. Installs the peers from Debian packages if missing
 # (openmpi-bin, libopenmpi-dev, python3-torch). Not part of CI. README.md
 # says what each column means.
 #
@@ -16,13 +18,25 @@
 #   BENCH_BUDGET_S  Open MPI and Gloo: cap each timed loop at about this many
 #                   seconds when an op is slow (default 2; 0: choreo's counts as is)
 #   SIZES           bytes per rank, comma-separated (default 4096,...,67108864)
+#   OPS             ops, comma-separated (default: all of them; Gloo runs those
+#                   gloo_bench.py has: allreduce, allgather, sendrecv)
+#   PEERS           peers to run, comma-separated (default
+#                   ompi-default,ompi-tcp,gloo,choreo-tcp,choreo-shm)
+#   ROUNDS          run every peer this many times per rank count, in turn
+#                   (default 1): the rounds' tables show the machine's noise
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ranks=("$@")
 [ ${#ranks[@]} -gt 0 ] || ranks=(2 4)
 sizes=${SIZES:-4096,65536,1048576,16777216,67108864}
-ops=allreduce,allgather,sendrecv
+ops=${OPS:-allreduce,allgather,sendrecv,alltoall,alltoallv,gather,scatter,reduce,sendrecv_batch}
+peers=,${PEERS:-ompi-default,ompi-tcp,gloo,choreo-tcp,choreo-shm},
+rounds=${ROUNDS:-1}
 limit=${PEER_TIMEOUT:-300}
+# Gloo's ops: those of $ops that gloo_bench.py has.
+gloo_ops=$(tr , '\n' <<<"$ops" | grep -xE 'allreduce|allgather|sendrecv' | paste -sd, -)
+[ -n "$gloo_ops" ] || peers=${peers/,gloo,/,}
+want() { [[ $peers == *",$1,"* ]]; }
 py=/usr/bin/python3 # Debian's, the one python3-torch installs into
 
 missing=()
@@ -57,9 +71,8 @@ mpicc -O3 -o "$out/bin/mpi_bench" bench/peers/mpi_bench.c || { echo "run.sh: mpi
 # build is not timed against a peer's limit.
 demo=$out/bin/demo
 go build -o "$demo" ./cmd/demo 2>"$out/raw/go-build.err" || demo=
-# choreo's sweep: factor 4 from 4 KiB reaches 64 MiB (factor 16 stops at
-# 16 MiB); the extra sizes are kept in the raw rows, the table shows $sizes.
-sweep=(--ops "$ops" --min-size 4096 --max-size 67108864 --factor 4)
+# choreo's sweep: the same sizes.
+sweep=(--ops "$ops" --sizes "$sizes")
 choreo=choreo note= cross=
 if [ -z "$demo" ]; then
   echo "run.sh: go build ./cmd/demo failed ($out/raw/go-build.err); no choreo rows" >&2
@@ -74,49 +87,61 @@ fi
 mpi=(mpirun --oversubscribe --mca oob_tcp_if_include lo)
 tcp=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 
-# peer N LABEL CMD...: one run bounded by PEER_TIMEOUT; rows to stdout and
-# raw/N-LABEL.tsv, stderr to raw/N-LABEL.err; a failure or timeout is said
-# and recorded in failures.tsv.
+# peer N LABEL CMD...: one run bounded by PEER_TIMEOUT, unless PEERS leaves
+# LABEL out; rows to stdout and raw/N-LABEL$round.tsv, stderr to
+# raw/N-LABEL$round.err; a failure or timeout is said and recorded in
+# failures.tsv.
 peer() {
   local n=$1 label=$2 t0=$SECONDS rc
   shift 2
-  echo "== $n ranks: $label" >&2
-  timeout -k 10 "$limit" "$@" 2>"$out/raw/$n-$label.err" | tee "$out/raw/$n-$label.tsv"
+  want "$label" || return 0
+  echo "== $n ranks: $label$round" >&2
+  timeout -k 10 "$limit" "$@" 2>"$out/raw/$n-$label$round.err" | tee "$out/raw/$n-$label$round.tsv"
   rc=${PIPESTATUS[0]}
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     echo "run.sh: $label, $n ranks: TIMED OUT after ${limit}s (PEER_TIMEOUT); rows so far kept" >&2
     printf '%s\t%s\ttimeout %ss\n' "$n" "$label" "$limit" >>"$out/failures.tsv"
   elif [ "$rc" != 0 ]; then
-    echo "run.sh: $label, $n ranks: FAILED (exit $rc); last lines of $out/raw/$n-$label.err:" >&2
-    tail -5 "$out/raw/$n-$label.err" | sed 's/^/    /' >&2
+    echo "run.sh: $label, $n ranks: FAILED (exit $rc); last lines of $out/raw/$n-$label$round.err:" >&2
+    tail -5 "$out/raw/$n-$label$round.err" | sed 's/^/    /' >&2
     printf '%s\t%s\texit %s\n' "$n" "$label" "$rc" >>"$out/failures.tsv"
   fi
   echo "   $label, $n ranks: $((SECONDS - t0)) s" >&2
 }
 
 start=$SECONDS
+round=
 for n in "${ranks[@]}"; do
-  peer "$n" ompi-default "${mpi[@]}" -n "$n" "$out/bin/mpi_bench" ompi-default "$ops" "$sizes"
-  peer "$n" ompi-tcp "${mpi[@]}" "${tcp[@]}" -n "$n" "$out/bin/mpi_bench" ompi-tcp "$ops" "$sizes"
-  peer "$n" gloo $py bench/peers/gloo_bench.py -n "$n" --label gloo --ops "$ops" --sizes "$sizes"
-  files=("ompi-default=$out/raw/$n-ompi-default.tsv" "ompi-tcp=$out/raw/$n-ompi-tcp.tsv" "gloo=$out/raw/$n-gloo.tsv")
-  if [ -n "$demo" ]; then
-    if [ -n "$cross" ]; then
-      # choreo over TCP (compared with the TCP peers) and over shared memory
-      # (beside Open MPI's default), both as N processes.
-      choreo=choreo-tcp
-      peer "$n" choreo-tcp env CHOREO_TRANSPORT=tcp "$demo" launch -n "$n" bench "${sweep[@]}"
-      peer "$n" choreo-shm env CHOREO_TRANSPORT=shm "$demo" launch -n "$n" bench "${sweep[@]}"
-      files+=("choreo-tcp=$out/raw/$n-choreo-tcp.tsv" "choreo-shm=$out/raw/$n-choreo-shm.tsv")
-    else
-      peer "$n" "$choreo" "$demo" bench --ranks "$n" "${sweep[@]}"
-      files+=("$choreo=$out/raw/$n-$choreo.tsv")
+  for ((k = 1; k <= rounds; k++)); do
+    [ "$rounds" = 1 ] || round=.r$k
+    peer "$n" ompi-default "${mpi[@]}" -n "$n" "$out/bin/mpi_bench" ompi-default "$ops" "$sizes"
+    peer "$n" ompi-tcp "${mpi[@]}" "${tcp[@]}" -n "$n" "$out/bin/mpi_bench" ompi-tcp "$ops" "$sizes"
+    peer "$n" gloo $py bench/peers/gloo_bench.py -n "$n" --label gloo --ops "$gloo_ops" --sizes "$sizes"
+    files=()
+    for l in ompi-default ompi-tcp gloo; do
+      want "$l" && files+=("$l=$out/raw/$n-$l$round.tsv")
+    done
+    if [ -n "$demo" ]; then
+      if [ -n "$cross" ]; then
+        # choreo over TCP (compared with the TCP peers) and over shared memory
+        # (beside Open MPI's default), both as N processes.
+        choreo=choreo-tcp
+        peer "$n" choreo-tcp env CHOREO_TRANSPORT=tcp "$demo" launch -n "$n" bench "${sweep[@]}"
+        peer "$n" choreo-shm env CHOREO_TRANSPORT=shm "$demo" launch -n "$n" bench "${sweep[@]}"
+        for l in choreo-tcp choreo-shm; do
+          want "$l" && files+=("$l=$out/raw/$n-$l$round.tsv")
+        done
+      else
+        peer "$n" "$choreo" "$demo" bench --ranks "$n" "${sweep[@]}"
+        files+=("$choreo=$out/raw/$n-$choreo$round.tsv")
+      fi
     fi
-  fi
-  echo
-  $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --ops "$ops" --sizes "$sizes" \
-    --note "$note" --tsv "$out/merged-$n.tsv" --rows "$out/rows.tsv" "${files[@]}" | tee "$out/merged-$n.txt"
-  echo
+    echo
+    $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --shm choreo-shm=ompi-default \
+      --ops "$ops" --sizes "$sizes" --note "$note" --tsv "$out/merged-$n$round.tsv" --rows "$out/rows.tsv" "${files[@]}" |
+      tee "$out/merged-$n$round.txt"
+    echo
+  done
 done
 echo "end: $(uptime)" >>"$out/env.txt"
 echo "total: $((SECONDS - start)) s; load average at start and end in $out/env.txt; results in $out" >&2
