@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,13 +64,16 @@ func benchEnd(ctx context.Context, tr transport.Transport, size int, echo bool, 
 	for i := range out {
 		out[i] = byte(i)
 	}
+	var lat []time.Duration
 	if b != nil {
+		lat = make([]time.Duration, 0, n)
 		b.SetBytes(int64(size))
 		b.ResetTimer()
 	}
 	for i := range n {
 		tag := transport.Tag{Group: 1, Seq: uint64(i)}
 		if tr.Rank() == 0 {
+			start := time.Now()
 			if err := tr.Send(ctx, peer, tag, out); err != nil {
 				return err
 			}
@@ -77,6 +81,9 @@ func benchEnd(ctx context.Context, tr transport.Transport, size int, echo bool, 
 				tag.Step = 1
 				if err := tr.Recv(ctx, peer, tag, in); err != nil {
 					return err
+				}
+				if lat != nil {
+					lat = append(lat, time.Since(start))
 				}
 			}
 			continue
@@ -93,6 +100,11 @@ func benchEnd(ctx context.Context, tr transport.Transport, size int, echo bool, 
 	}
 	if b != nil {
 		b.StopTimer()
+		if len(lat) > 0 {
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(lat[len(lat)*9/10].Nanoseconds()), "p90-ns")
+		}
 	}
 	return nil
 }

@@ -14,7 +14,8 @@ import (
 // pair's socket, the messages being matched, and the sends in flight.
 //
 // Locks, in the order they nest: live (read-held by every call that may
-// touch the region; write-held to unmap it), wmu (the producer side of
+// touch the region; write-held to unmap it), cons (the consumer side of
+// in), wmu (the producer side of
 // out: one slot is filled at a time), mu (everything else), cmu (the
 // producer side of out's control ring). The region is touched only by
 // calls holding live, under mu while lost is nil, by the pump, and by
@@ -49,6 +50,10 @@ type peer struct {
 	sent uint64 // eager window bytes ever used toward the peer (under wmu)
 
 	cmu sync.Mutex
+
+	// cons is the consumer side of in: held by the pump, or by a call
+	// polling for its own message (see poll), while it consumes.
+	cons sync.Mutex
 
 	mu       sync.Mutex
 	lost     error // wraps ErrPeerLost (or is ErrClosed after Close)
@@ -184,9 +189,13 @@ func (p *peer) spaced() {
 	p.smu.Unlock()
 }
 
-// notify rings the peer's doorbell if its pump sleeps: this rank just
-// published slots or control entries in out.
+// notify rings the peer's doorbell if its pump sleeps and no call of the
+// peer polls the lane: this rank just published slots or control entries
+// in out.
 func (p *peer) notify() {
+	if p.out.polling.Load() != 0 {
+		return // the poller consumes it, or does once it stops (see poll)
+	}
 	if s := p.out.sleep; s.Load() == 1 && s.CompareAndSwap(1, 0) {
 		p.sock.send(dataFrame)
 	}

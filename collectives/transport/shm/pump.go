@@ -101,7 +101,7 @@ func (p *peer) pump() {
 		return
 	}
 	in := p.in
-	s := &pumpState{p: p, in: in, tail: in.tail.Load(), ctlTail: in.ctlTail.Load(), buf: make([]byte, maxFrame+1)}
+	s := &pumpState{p: p, in: in, buf: make([]byte, maxFrame+1)}
 	for {
 		if p.down.Load() {
 			p.unmap()
@@ -123,24 +123,27 @@ func (p *peer) pump() {
 			}
 			worked = true
 		}
-		if s.control() {
+		p.cons.Lock()
+		if p.control() {
 			worked, s.recent = true, true
 		}
-		if s.slots() {
+		if p.slots() {
 			worked, s.recent = true, true
 		}
+		p.cons.Unlock()
 		if worked || p.down.Load() {
 			continue
 		}
 		if s.eof {
-			if !s.published() {
+			if !p.published() {
 				p.lose(errors.New("its socket closed (its process ended or it closed its endpoint)"))
 			}
 			continue // what was published before the end is delivered first
 		}
 		// Poll while calls are in flight, and after work (the call that
-		// work was for may just have returned, before the next begins).
-		if s.recent || p.t.busy.Load() > 0 {
+		// work was for may just have returned, before the next begins);
+		// not while a call polls the lane itself (see poll).
+		if (s.recent || p.t.busy.Load() > 0) && in.polling.Load() == 0 {
 			s.recent = false
 			polls := 0
 			if spin.Until(spin.Budget(), func() bool {
@@ -149,13 +152,13 @@ func (p *peer) pump() {
 					s.rounds = 0 // poll it next round
 					return true
 				}
-				return s.published()
+				return p.published()
 			}) {
 				continue
 			}
 		}
 		in.sleep.Store(1)
-		if s.published() {
+		if p.published() {
 			in.sleep.Store(0)
 			continue
 		}
@@ -170,15 +173,14 @@ func (p *peer) pump() {
 	}
 }
 
-// pumpState is a pump's cursor in the lane in and its socket buffer.
+// pumpState is a pump's socket buffer and its loop's state.
 type pumpState struct {
-	p             *peer
-	in            *lane
-	tail, ctlTail uint64
-	buf           []byte
-	eof           bool // the socket ended
-	rounds        int  // rounds of the pump's loop
-	recent        bool // the last rounds consumed the lane, and no poll followed
+	p      *peer
+	in     *lane
+	buf    []byte
+	eof    bool // the socket ended
+	rounds int  // rounds of the pump's loop
+	recent bool // the last rounds consumed the lane, and no poll followed
 }
 
 // pollEvery is how many rounds of a busy pump pass between two polls of
@@ -192,8 +194,9 @@ const (
 
 // published reports whether the peer published slots or control entries
 // not consumed yet.
-func (s *pumpState) published() bool {
-	return s.in.head.Load() != s.tail || s.in.ctlHead.Load() != s.ctlTail
+func (p *peer) published() bool {
+	in := p.in
+	return in.head.Load() != in.tail.Load() || in.ctlHead.Load() != in.ctlTail.Load()
 }
 
 // What a socket read gave.
@@ -209,7 +212,7 @@ func (s *pumpState) handle(n int, err error) int {
 	p := s.p
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		if p.lingered(s.published()) {
+		if p.lingered(p.published()) {
 			return readStop
 		}
 	case err != nil:
@@ -227,18 +230,19 @@ func (s *pumpState) handle(n int, err error) int {
 }
 
 // control hands the published clear-to-sends to their sends, reporting
-// whether there were any.
-func (s *pumpState) control() bool {
-	p, in := s.p, s.in
+// whether there were any. p.cons is held.
+func (p *peer) control() bool {
+	in := p.in
 	worked := false
-	for h := in.ctlHead.Load(); s.ctlTail != h && !p.down.Load(); worked = true {
-		if h-s.ctlTail > ctlEntries {
-			p.protocol(fmt.Errorf("%d control entries published in a ring of %d", h-s.ctlTail, ctlEntries))
+	t := in.ctlTail.Load()
+	for h := in.ctlHead.Load(); t != h && !p.down.Load(); worked = true {
+		if h-t > ctlEntries {
+			p.protocol(fmt.Errorf("%d control entries published in a ring of %d", h-t, ctlEntries))
 			break
 		}
-		kind, id := getCtl(in.ctl(s.ctlTail))
-		s.ctlTail++
-		in.ctlTail.Store(s.ctlTail)
+		kind, id := getCtl(in.ctl(t))
+		t++
+		in.ctlTail.Store(t)
 		if kind != ctlCTS && kind != ctlCTSSize {
 			p.protocol(fmt.Errorf("control entry of kind %d", kind))
 			break
@@ -249,26 +253,27 @@ func (s *pumpState) control() bool {
 }
 
 // slots processes up to a ring's worth of published slots, reporting
-// whether there were any.
-func (s *pumpState) slots() bool {
-	p, in := s.p, s.in
+// whether there were any. p.cons is held.
+func (p *peer) slots() bool {
+	in := p.in
 	n := uint64(in.slots)
 	worked := false
-	for h, i := in.head.Load(), uint64(0); s.tail != h && i < n && !p.down.Load(); i++ {
-		if h-s.tail > n {
-			p.protocol(fmt.Errorf("%d slots published in a ring of %d", h-s.tail, n))
+	t := in.tail.Load()
+	for h, i := in.head.Load(), uint64(0); t != h && i < n && !p.down.Load(); i++ {
+		if h-t > n {
+			p.protocol(fmt.Errorf("%d slots published in a ring of %d", h-t, n))
 			break
 		}
-		if err := p.slot(in.slot(s.tail)); err != nil {
+		if err := p.slot(in.slot(t)); err != nil {
 			p.protocol(err)
 			break
 		}
-		s.tail++
-		in.tail.Store(s.tail)
+		t++
+		in.tail.Store(t)
 		worked = true
 		// A sender waiting for room is told once half the ring is free
 		// (see put).
-		if w := in.waitTail.Load(); w != 0 && s.tail >= w && in.waitTail.CompareAndSwap(w, 0) {
+		if w := in.waitTail.Load(); w != 0 && t >= w && in.waitTail.CompareAndSwap(w, 0) {
 			p.sock.send(spaceFrame)
 		}
 	}

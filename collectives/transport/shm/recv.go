@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
-	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // tagQ matches one tag's messages from one peer with its Recvs, in order.
@@ -78,9 +77,9 @@ func (t *Transport) recv(ctx context.Context, src int, tag transport.Tag, into [
 	p.match(tag, q)
 	p.mu.Unlock()
 
-	// The message is often microseconds away: poll before parking where
-	// processors are to spare (see internal/spin).
-	spin.Until(spin.Budget(), func() bool { return len(r.done) > 0 })
+	// The message is often microseconds away: poll for it before parking
+	// where processors are to spare (see poll).
+	p.poll(func() bool { return len(r.done) > 0 })
 	select {
 	case err := <-r.done:
 		return err

@@ -28,6 +28,7 @@ import (
 //	+512  sleep     u32  consumer: 1 while it is about to block
 //	+640  waitTail  u64  producer: the tail a blocked sender waits for, 0 none
 //	+768  freed     u64  consumer: eager window bytes handed back
+//	+896  polling   u32  consumer: calls polling the lane (no doorbell needed)
 //	+1024 control entries, ctlEntries x 16 bytes: kind u32, 0 u32, id u64
 //	then  slots, Slots x (slotHdr + SlotSize): a slot header, the payload
 const (
@@ -44,8 +45,9 @@ const (
 	offSleep    = 512
 	offWaitTail = 640
 	offFreed    = 768
+	offPolling  = 896
 
-	regionVersion = 1
+	regionVersion = 2
 )
 
 var regionMagic = [8]byte{'C', 'H', 'O', 'R', 'E', 'O', 'S', 'M'}
@@ -118,7 +120,7 @@ type lane struct {
 	slots    int
 
 	head, tail, ctlHead, ctlTail, waitTail, freed *atomic.Uint64
-	sleep                                         *atomic.Uint32
+	sleep, polling                                *atomic.Uint32
 }
 
 // laneAt returns lane k (0 or 1) of a region of geometry g.
@@ -131,7 +133,8 @@ func laneAt(mem []byte, g geometry, k int) *lane {
 		mem: b, slotSize: g.slotSize, slots: g.slots,
 		head: u64(offHead), tail: u64(offTail), ctlHead: u64(offCtlHead), ctlTail: u64(offCtlTail),
 		waitTail: u64(offWaitTail), freed: u64(offFreed),
-		sleep: (*atomic.Uint32)(unsafe.Pointer(&b[offSleep])),
+		sleep:   (*atomic.Uint32)(unsafe.Pointer(&b[offSleep])),
+		polling: (*atomic.Uint32)(unsafe.Pointer(&b[offPolling])),
 	}
 }
 

@@ -145,9 +145,7 @@ func (p *peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byt
 		return err
 	}
 	var kind uint32
-	if len(s.cts) == 0 && len(s.fail) == 0 {
-		spin.Until(spin.Budget(), func() bool { return len(s.cts) > 0 || len(s.fail) > 0 })
-	}
+	p.poll(func() bool { return len(s.cts) > 0 || len(s.fail) > 0 })
 	select {
 	case kind = <-s.cts:
 	case err := <-s.fail:
@@ -198,7 +196,7 @@ func (p *peer) put(ctx context.Context, wait bool, fill func(slot []byte) bool) 
 		}
 		head := l.head.Load()
 		free := func() bool { return head-l.tail.Load() < slots }
-		if free() || (wait && spin.Until(spin.Budget(), free)) {
+		if free() || (wait && spin.Until(p.t.poll.budget(), free)) {
 			if !fill(l.slot(head)) {
 				p.wmu.Unlock()
 				return false, nil

@@ -53,6 +53,7 @@ type Transport struct {
 	timer   *time.Timer
 
 	aborts transport.Aborts
+	poll   poller // how long a waiting call polls (see poll.go)
 
 	refused, protoErrs, lostPeers atomic.Uint64
 	closeOnce                     sync.Once
@@ -81,6 +82,7 @@ func (t *Transport) Stats() Stats {
 func newTransport(cfg Config) *Transport {
 	t := &Transport{cfg: cfg, rank: cfg.Rank, size: cfg.Size, peers: make([]*peer, cfg.Size),
 		epoch: time.Now(), done: make(chan struct{})}
+	t.poll.init(pollBudget(cfg.Size))
 	for r := range cfg.Size {
 		if r != cfg.Rank {
 			t.peers[r] = newPeer(t, r)

@@ -1,0 +1,123 @@
+package shm
+
+import (
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
+)
+
+// Polling. A call that waits for its peer (a Recv for its message, a
+// rendezvous Send for its clear-to-send) polls the incoming lane itself
+// for a while before it parks: it consumes what the peer publishes on its
+// own goroutine (taking the consumer's lock from the pump), so that a
+// message needs neither a doorbell (a system call on the sender, a wake-up
+// of the pump's thread through the netpoller) nor a hand-off from the pump
+// to the call. While a call polls, the lane's polling word tells the
+// sender to ring no doorbell; once the call stops it consumes what was
+// published meanwhile, so nothing waits for a bell that never rang.
+//
+// Polling takes a processor, so it is worth it only where every rank can
+// have one: it is on when the host has at least as many CPUs as the group
+// has ranks (all on this host), whatever GOMAXPROCS is (a rank of a 2-rank
+// group on 2 CPUs runs with GOMAXPROCS 1, and its poller yields to the
+// process's other goroutines every spin.YieldEvery). Each wait polls for
+// at most the transport's budget, which adapts: a wait that polled in
+// vain halves it (down to minPoll), one that found its message restores
+// it, so a rank that waits long on a slow peer soon polls little. The
+// variable CHOREO_SHM_POLL (a duration; 0 turns polling off) sets the
+// budget.
+const (
+	maxPoll = 200 * time.Microsecond
+	minPoll = 10 * time.Microsecond
+)
+
+// envPoll is the variable that sets the polling budget.
+const envPoll = "CHOREO_SHM_POLL"
+
+// pollBudget returns the most a wait polls, given the group's size.
+func pollBudget(size int) time.Duration {
+	if v, ok := os.LookupEnv(envPoll); ok {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	if size > 1 && runtime.NumCPU() >= size {
+		return maxPoll
+	}
+	return spin.Budget()
+}
+
+// poller is a transport's adaptive polling budget.
+type poller struct {
+	max, min time.Duration
+	cur      atomic.Int64 // the current budget, in nanoseconds
+}
+
+func (q *poller) init(max time.Duration) {
+	q.max, q.min = max, min(minPoll, max)
+	q.cur.Store(int64(max))
+}
+
+// budget is how long the next wait polls.
+func (q *poller) budget() time.Duration { return time.Duration(q.cur.Load()) }
+
+// result adapts the budget to a wait that polled: found, or in vain.
+func (q *poller) result(found bool) {
+	c := q.cur.Load()
+	switch {
+	case found && c != int64(q.max):
+		q.cur.Store(int64(q.max))
+	case !found && c > int64(q.min):
+		q.cur.Store(max(c/2, int64(q.min)))
+	}
+}
+
+// poll waits for ready by polling p's incoming lane (see Polling), for at
+// most the transport's budget, and reports ready's last answer: false
+// means the caller should park. The caller holds p.live.
+func (p *peer) poll(ready func() bool) bool {
+	if ready() {
+		return true
+	}
+	q := &p.t.poll
+	d := q.budget()
+	if d <= 0 {
+		return false
+	}
+	in := p.in
+	in.polling.Add(1)
+	ok := spin.Until(d, func() bool {
+		if p.published() && p.cons.TryLock() {
+			p.consume()
+			p.cons.Unlock()
+		}
+		return ready()
+	})
+	in.polling.Add(^uint32(0))
+	// A sender that saw this poller rang no bell: consume what it
+	// published (the sender stores head, then loads polling; this side the
+	// other way round: one of them sees the other's store). Lock, not
+	// TryLock: a poller that holds the lock may have looked at head
+	// before the publication.
+	if p.published() {
+		p.cons.Lock()
+		p.consume()
+		p.cons.Unlock()
+	}
+	ok = ok || ready()
+	q.result(ok)
+	return ok
+}
+
+// consume processes what p's lane holds: control entries, then slots.
+// p.cons is held.
+func (p *peer) consume() {
+	if p.down.Load() {
+		return
+	}
+	p.control()
+	p.slots()
+}
