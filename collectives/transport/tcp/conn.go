@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -58,6 +59,7 @@ type conn struct {
 	p   *peer
 	idx int
 	nc  net.Conn
+	rc  syscall.RawConn // nc's descriptor, nil where it has none
 
 	wsem      chan struct{} // the write lock: one frame at a time
 	wbuf      []byte        // under wsem: a small frame's bytes
@@ -105,11 +107,16 @@ type conn struct {
 	// next Recv reads its message itself.
 	bulk      bool
 	readSince bool // bytes read since the lingering reader's deadline was set
+	nowait    bool // reads do not wait (a Recv polls; see poll.go)
 }
 
 func newConn(p *peer, idx int, nc net.Conn) *conn {
-	return &conn{t: p.t, p: p, idx: idx, nc: nc, rbuf: make([]byte, readBuf),
+	c := &conn{t: p.t, p: p, idx: idx, nc: nc, rbuf: make([]byte, readBuf),
 		wsem: make(chan struct{}, 1), wbuf: make([]byte, 0, hdrSize+smallFrame)}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.rc, _ = sc.SyscallConn()
+	}
+	return c
 }
 
 // protoError marks a read error as the peer breaking the protocol.
@@ -305,7 +312,14 @@ func (c *conn) write(ctx context.Context, f *frame, payload []byte) (sent bool, 
 		putFrame(b, f)
 		b = append(b, payload...)
 		c.wbuf = b[:0]
-		n, err = c.writeWithin(ctx, b)
+		// Most small frames fit the socket's buffer at once: then no
+		// deadline needs arming for ctx.
+		n = c.tryWrite(b)
+		if n < len(b) {
+			var k int
+			k, err = c.writeWithin(ctx, b[n:])
+			n += k
+		}
 		if err != nil && n > 0 {
 			c.partial = append([]byte(nil), b[n:]...)
 		}
@@ -570,14 +584,26 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 		})
 		defer stop()
 	}
+	// Poll first (see poll.go), then wait in the netpoller.
+	budget := c.t.poll.budget()
+	c.nowait = budget > 0
+	var clock pollClock
 	for len(r.done) == 0 {
 		err := c.step()
 		if err == nil {
 			continue
 		}
+		if err == errWouldBlock {
+			if !clock.more(budget) {
+				c.nowait = false
+				c.t.poll.result(false)
+			}
+			continue
+		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.mu.Lock()
 			if c.dead {
+				c.nowait = false
 				c.reading = false
 				c.mu.Unlock()
 				return true
@@ -587,8 +613,13 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 			c.mu.Unlock()
 			continue
 		}
+		c.nowait = false
 		c.failed(err)
 		return true
+	}
+	if c.nowait {
+		c.nowait = false
+		c.t.poll.result(true)
 	}
 	c.mu.Lock()
 	c.reading = false
@@ -615,7 +646,7 @@ func (c *conn) step() error {
 				return err
 			}
 		case c.sink == sinkBuf && c.left >= readBuf/2:
-			n, err := c.nc.Read(c.buf[c.boff : c.boff+c.left])
+			n, err := c.read(c.buf[c.boff : c.boff+c.left])
 			if n > 0 {
 				c.touch()
 				c.boff += n
@@ -630,7 +661,7 @@ func (c *conn) step() error {
 		}
 	}
 	if c.rpos == c.rend {
-		n, err := c.nc.Read(c.rbuf)
+		n, err := c.read(c.rbuf)
 		if n > 0 {
 			c.touch()
 			c.rpos, c.rend = 0, n
@@ -664,7 +695,7 @@ func (c *conn) readIntoMsg() (done bool, err error) {
 	dst := r.buf[c.roff : c.roff+c.left]
 	p.mu.Unlock()
 
-	n, err := c.nc.Read(dst)
+	n, err := c.read(dst)
 	if n > 0 {
 		c.touch()
 	}

@@ -1,0 +1,156 @@
+package tcp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/choreo-gpu/choreo/internal/spin"
+)
+
+// Polling. A Recv that reads its connection itself (readFor) first polls
+// the socket with reads that do not wait, for a while, before it blocks in
+// the netpoller: a message that arrives while it polls is read at once,
+// with no wake-up of a parked thread (the netpoller's, and the kernel's
+// wake-up of a sleeping reader, which the sender's write pays for on
+// loopback), which on small messages is most of their latency.
+//
+// Polling takes a processor, so it is worth it only where every rank of
+// this host can have one: it is on when the host has at least as many
+// CPUs as the group has ranks on this host (Addrs with this rank's host),
+// whatever GOMAXPROCS is (ranks of 2 on 2 CPUs run with GOMAXPROCS 1; the
+// poller yields to its process's other goroutines every spin.YieldEvery).
+// Each wait polls for at most the transport's budget, which adapts: a wait
+// that polled in vain halves it (down to minPoll), one that found its
+// message restores it, so that a rank waiting long on a slow peer soon
+// polls little. The variable CHOREO_TCP_POLL (a duration; 0 turns polling
+// off) sets the budget.
+const (
+	maxPoll = 200 * time.Microsecond
+	minPoll = 10 * time.Microsecond
+)
+
+// envPoll is the variable that sets the polling budget.
+const envPoll = "CHOREO_TCP_POLL"
+
+// pollBudget returns the most a wait polls for cfg's rank.
+func pollBudget(cfg Config) time.Duration {
+	if v, ok := os.LookupEnv(envPoll); ok {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	local := 0
+	if cfg.Rank < len(cfg.Addrs) {
+		me, _, err := net.SplitHostPort(cfg.Addrs[cfg.Rank])
+		for _, a := range cfg.Addrs {
+			if h, _, e := net.SplitHostPort(a); err == nil && e == nil && h == me {
+				local++
+			}
+		}
+	}
+	if local > 1 && runtime.NumCPU() >= local {
+		return maxPoll
+	}
+	return spin.Budget()
+}
+
+// poller is a transport's adaptive polling budget.
+type poller struct {
+	max, min time.Duration
+	cur      atomic.Int64 // the current budget, in nanoseconds
+}
+
+func (q *poller) init(max time.Duration) {
+	q.max, q.min = max, min(minPoll, max)
+	q.cur.Store(int64(max))
+}
+
+// budget is how long the next wait polls.
+func (q *poller) budget() time.Duration { return time.Duration(q.cur.Load()) }
+
+// result adapts the budget to a wait that polled: found, or in vain.
+func (q *poller) result(found bool) {
+	c := q.cur.Load()
+	switch {
+	case found && c != int64(q.max):
+		q.cur.Store(int64(q.max))
+	case !found && c > int64(q.min):
+		q.cur.Store(max(c/2, int64(q.min)))
+	}
+}
+
+// errWouldBlock is a read that does not wait finding nothing to read.
+var errWouldBlock = errors.New("tcp: read would block")
+
+// pollClock paces one wait's polling: its deadline and its yields.
+type pollClock struct {
+	end, yielded time.Time
+}
+
+// more reports whether the wait may poll again, yielding the processor
+// every spin.YieldEvery (to goroutines of this process, which may be what
+// the peer waits for).
+func (k *pollClock) more(budget time.Duration) bool {
+	now := time.Now()
+	if k.end.IsZero() {
+		k.end, k.yielded = now.Add(budget), now
+		return true
+	}
+	if now.After(k.end) {
+		return false
+	}
+	if now.Sub(k.yielded) >= spin.YieldEvery {
+		runtime.Gosched()
+		k.yielded = now
+	}
+	return true
+}
+
+// read reads c's socket into b: at once (errWouldBlock when nothing is
+// there) while c.nowait is set, else waiting in the netpoller.
+func (c *conn) read(b []byte) (int, error) {
+	if !c.nowait || c.rc == nil {
+		return c.nc.Read(b)
+	}
+	var n int
+	var err error
+	cerr := c.rc.Read(func(fd uintptr) bool {
+		n, err = syscall.Read(int(fd), b)
+		return true
+	})
+	switch {
+	case cerr != nil: // a deadline (a kick), a closed connection
+		return 0, cerr
+	case err == syscall.EAGAIN || err == syscall.EINTR:
+		return 0, errWouldBlock
+	case err != nil:
+		return 0, os.NewSyscallError("read", err)
+	case n == 0 && len(b) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// tryWrite writes b if the socket takes it at once, without waiting, and
+// returns the bytes it took (0 where it would wait or has no raw
+// descriptor; an error is left to the ordinary write that follows).
+func (c *conn) tryWrite(b []byte) int {
+	if c.rc == nil {
+		return 0
+	}
+	n := 0
+	_ = c.rc.Write(func(fd uintptr) bool {
+		k, err := syscall.Write(int(fd), b)
+		if err == nil && k > 0 {
+			n = k
+		}
+		return true
+	})
+	return n
+}
