@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,13 +31,14 @@ type benchFlags struct {
 	Sizes   string        `help:"Comma-separated sizes per rank (e.g. 4KiB,16MiB), measured instead of the min-size..max-size sweep."`
 	Iters   int           `help:"Timed iterations per size (0: by size, as in the peers' method)." default:"0"`
 	Timeout time.Duration `help:"Deadline of each collective." default:"60s"`
+	Profile string        `name:"cpuprofile" help:"Write a CPU profile (go tool pprof) of the sweep to this file; a rank that is a process writes FILE.rankN." placeholder:"FILE"`
 }
 
 // args is f as flags of `demo node bench`.
 func (f *benchFlags) args() []string {
 	return []string{"--backend=" + f.Backend, "--dtype=" + f.DType, "--ops=" + f.Ops,
 		"--min-size=" + strconv.FormatUint(uint64(f.MinSize), 10), "--max-size=" + strconv.FormatUint(uint64(f.MaxSize), 10),
-		"--factor=" + strconv.Itoa(f.Factor), "--sizes=" + f.Sizes, "--iters=" + strconv.Itoa(f.Iters), "--timeout=" + f.Timeout.String()}
+		"--factor=" + strconv.Itoa(f.Factor), "--sizes=" + f.Sizes, "--iters=" + strconv.Itoa(f.Iters), "--timeout=" + f.Timeout.String(), "--cpuprofile=" + f.Profile}
 }
 
 // sizes are the sizes per rank to measure, in bytes: --sizes, or the sweep
@@ -135,6 +137,13 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 	dt, ops, err := f.check()
 	if err != nil {
 		return err
+	}
+	if f.Profile != "" {
+		stop, err := startProfile(f.Profile, w)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	out := io.Discard
 	if w.lead() {
@@ -264,6 +273,26 @@ func iterations(bytes int) (warm, timed int) {
 		return 3, 20
 	}
 	return 2, 10
+}
+
+// startProfile starts a CPU profile into path (path.rankN for a joined
+// rank) and returns what stops it and closes the file.
+func startProfile(path string, w *world) (func(), error) {
+	if w.joined {
+		path = fmt.Sprintf("%s.rank%d", path, w.groups[0].Rank())
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
