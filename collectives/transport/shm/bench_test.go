@@ -54,6 +54,9 @@ const (
 	envBenchEcho = "CHOREO_SHM_BENCH_ECHO"
 	envBenchN    = "CHOREO_SHM_BENCH_N"
 	envBenchAddr = "CHOREO_SHM_BENCH_ADDR" // tcp: "rank 1 listens at"
+	// envBenchDelay, a duration, makes rank 1 echo that late (the
+	// variable reaches rank 1 through the environment).
+	envBenchDelay = "CHOREO_SHM_BENCH_DELAY"
 )
 
 // benchEnd is one side of a benchmark: rank 0 sends (and receives the
@@ -65,6 +68,7 @@ func benchEnd(ctx context.Context, tr transport.Transport, size int, echo bool, 
 		out[i] = byte(i)
 	}
 	var lat []time.Duration
+	delay, _ := time.ParseDuration(os.Getenv(envBenchDelay))
 	if b != nil {
 		lat = make([]time.Duration, 0, n)
 		b.SetBytes(int64(size))
@@ -92,6 +96,12 @@ func benchEnd(ctx context.Context, tr transport.Transport, size int, echo bool, 
 			return err
 		}
 		if echo {
+			if delay > 0 {
+				// A late peer: the echo comes after rank 0's polling.
+				// (A busy wait: sleeps are far coarser than this.)
+				for t := time.Now(); time.Since(t) < delay; {
+				}
+			}
 			tag.Step = 1
 			if err := tr.Send(ctx, peer, tag, in); err != nil {
 				return err

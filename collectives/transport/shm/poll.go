@@ -24,11 +24,11 @@ import (
 // has ranks (all on this host), whatever GOMAXPROCS is (a rank of a 2-rank
 // group on 2 CPUs runs with GOMAXPROCS 1, and its poller yields to the
 // process's other goroutines every spin.YieldEvery). Each wait polls for
-// at most the transport's budget, which adapts: a wait that polled in
-// vain halves it (down to minPoll), one that found its message restores
-// it, so a rank that waits long on a slow peer soon polls little. The
-// variable CHOREO_SHM_POLL (a duration; 0 turns polling off) sets the
-// budget.
+// at most the transport's budget, which adapts: a wait that lasted longer
+// than the full budget halves it (down to minPoll), a shorter one restores
+// it, so that a rank waiting long on a slow peer soon polls little, and
+// one whose waits are short again polls through them. The variable
+// CHOREO_SHM_POLL (a duration; 0 turns polling off) sets the budget.
 const (
 	maxPoll = 200 * time.Microsecond
 	minPoll = 10 * time.Microsecond
@@ -64,20 +64,23 @@ func (q *poller) init(max time.Duration) {
 // budget is how long the next wait polls.
 func (q *poller) budget() time.Duration { return time.Duration(q.cur.Load()) }
 
-// result adapts the budget to a wait that polled: found, or in vain.
-func (q *poller) result(found bool) {
+// waited adapts the budget to a wait that took d (polling, then parked
+// if it must): one that a full budget would have polled through restores
+// it, a longer one halves it.
+func (q *poller) waited(d time.Duration) {
 	c := q.cur.Load()
 	switch {
-	case found && c != int64(q.max):
+	case d <= q.max && c != int64(q.max):
 		q.cur.Store(int64(q.max))
-	case !found && c > int64(q.min):
+	case d > q.max && c > int64(q.min):
 		q.cur.Store(max(c/2, int64(q.min)))
 	}
 }
 
 // poll waits for ready by polling p's incoming lane (see Polling), for at
 // most the transport's budget, and reports ready's last answer: false
-// means the caller should park. The caller holds p.live.
+// means the caller should park. The caller tells the budget how long its
+// whole wait took (poller.waited). The caller holds p.live.
 func (p *peer) poll(ready func() bool) bool {
 	if ready() {
 		return true
@@ -107,9 +110,7 @@ func (p *peer) poll(ready func() bool) bool {
 		p.consume()
 		p.cons.Unlock()
 	}
-	ok = ok || ready()
-	q.result(ok)
-	return ok
+	return ok || ready()
 }
 
 // consume processes what p's lane holds: control entries, then slots.
@@ -120,4 +121,53 @@ func (p *peer) consume() {
 	}
 	p.control()
 	p.slots()
+}
+
+// A call that parked after polling is woken by the pump, which the
+// sender's doorbell wakes through the netpoller. A process whose processors
+// are all busy (GOMAXPROCS 1 and another goroutine runnable) looks at the
+// netpoller only when it runs out of work, or every 10 ms or more (the
+// runtime's sysmon), while timers run at every scheduling point: so a
+// parked call also looks at the lane itself on a timer, after recheckMin,
+// then ever less often, up to every recheckMax.
+const (
+	recheckMin = 100 * time.Microsecond
+	recheckMax = 10 * time.Millisecond
+)
+
+// recheck is a parked call's timer for looking at the lane (see above).
+type recheck struct {
+	p *peer
+	t *time.Timer
+	d time.Duration
+}
+
+// C is the channel to wait on beside the call's own; the timer starts at
+// the first call.
+func (r *recheck) C() <-chan time.Time {
+	if r.t == nil {
+		r.d = recheckMin
+		r.t = time.NewTimer(r.d)
+	}
+	return r.t.C
+}
+
+// fire consumes what the lane holds and sets the timer for the next look.
+// The caller holds r.p.live.
+func (r *recheck) fire() {
+	p := r.p
+	if p.published() {
+		p.cons.Lock()
+		p.consume()
+		p.cons.Unlock()
+	}
+	r.d = min(2*r.d, recheckMax)
+	r.t.Reset(r.d)
+}
+
+// stop releases the timer.
+func (r *recheck) stop() {
+	if r.t != nil {
+		r.t.Stop()
+	}
 }

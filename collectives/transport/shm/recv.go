@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
@@ -79,11 +80,24 @@ func (t *Transport) recv(ctx context.Context, src int, tag transport.Tag, into [
 
 	// The message is often microseconds away: poll for it before parking
 	// where processors are to spare (see poll).
-	p.poll(func() bool { return len(r.done) > 0 })
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
+	start := time.Now()
+	if p.poll(func() bool { return len(r.done) > 0 }) {
+		p.t.poll.waited(time.Since(start))
+		return <-r.done
+	}
+	rc := recheck{p: p}
+	defer rc.stop()
+wait:
+	for {
+		select {
+		case err := <-r.done:
+			p.t.poll.waited(time.Since(start))
+			return err
+		case <-ctx.Done():
+			break wait
+		case <-rc.C():
+			rc.fire()
+		}
 	}
 	p.mu.Lock()
 	p.end(r, transport.CtxError(ctx))

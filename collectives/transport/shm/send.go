@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/internal/spin"
@@ -145,15 +146,25 @@ func (p *peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byt
 		return err
 	}
 	var kind uint32
+	start := time.Now()
 	p.poll(func() bool { return len(s.cts) > 0 || len(s.fail) > 0 })
-	select {
-	case kind = <-s.cts:
-	case err := <-s.fail:
-		return giveUp(false, err)
-	case <-ctx.Done():
-		return giveUp(true, transport.CtxError(ctx))
-	case <-t.done:
-		return giveUp(false, transport.ErrClosed)
+	rc := recheck{p: p}
+	defer rc.stop()
+wait:
+	for {
+		select {
+		case kind = <-s.cts:
+			t.poll.waited(time.Since(start))
+			break wait
+		case err := <-s.fail:
+			return giveUp(false, err)
+		case <-ctx.Done():
+			return giveUp(true, transport.CtxError(ctx))
+		case <-t.done:
+			return giveUp(false, transport.ErrClosed)
+		case <-rc.C():
+			rc.fire()
+		}
 	}
 	if kind == ctlCTSSize {
 		return giveUp(false, fmt.Errorf("%w: sent %d bytes, the receiver's buffer differs", transport.ErrSizeMismatch, n))

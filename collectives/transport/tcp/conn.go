@@ -588,6 +588,7 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 	budget := c.t.poll.budget()
 	c.nowait = budget > 0
 	var clock pollClock
+	start := time.Now()
 	for len(r.done) == 0 {
 		err := c.step()
 		if err == nil {
@@ -596,7 +597,6 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 		if err == errWouldBlock {
 			if !clock.more(budget) {
 				c.nowait = false
-				c.t.poll.result(false)
 			}
 			continue
 		}
@@ -617,10 +617,8 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 		c.failed(err)
 		return true
 	}
-	if c.nowait {
-		c.nowait = false
-		c.t.poll.result(true)
-	}
+	c.nowait = false
+	c.t.poll.waited(time.Since(start))
 	c.mu.Lock()
 	c.reading = false
 	if !c.dead && (c.waiters.Load() > 0 || c.left > 0 || c.hn > 0) {

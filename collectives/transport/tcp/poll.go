@@ -26,10 +26,11 @@ import (
 // whatever GOMAXPROCS is (ranks of 2 on 2 CPUs run with GOMAXPROCS 1; the
 // poller yields to its process's other goroutines every spin.YieldEvery).
 // Each wait polls for at most the transport's budget, which adapts: a wait
-// that polled in vain halves it (down to minPoll), one that found its
-// message restores it, so that a rank waiting long on a slow peer soon
-// polls little. The variable CHOREO_TCP_POLL (a duration; 0 turns polling
-// off) sets the budget.
+// that lasted longer than the full budget halves it (down to minPoll), a
+// shorter one restores it, so that a rank waiting long on a slow peer soon
+// polls little, and one whose waits are short again polls through them.
+// The variable CHOREO_TCP_POLL (a duration; 0 turns polling off) sets the
+// budget.
 const (
 	maxPoll = 200 * time.Microsecond
 	minPoll = 10 * time.Microsecond
@@ -74,13 +75,15 @@ func (q *poller) init(max time.Duration) {
 // budget is how long the next wait polls.
 func (q *poller) budget() time.Duration { return time.Duration(q.cur.Load()) }
 
-// result adapts the budget to a wait that polled: found, or in vain.
-func (q *poller) result(found bool) {
+// waited adapts the budget to a wait that took d (polling, then parked
+// if it must): one that a full budget would have polled through restores
+// it, a longer one halves it.
+func (q *poller) waited(d time.Duration) {
 	c := q.cur.Load()
 	switch {
-	case found && c != int64(q.max):
+	case d <= q.max && c != int64(q.max):
 		q.cur.Store(int64(q.max))
-	case !found && c > int64(q.min):
+	case d > q.max && c > int64(q.min):
 		q.cur.Store(max(c/2, int64(q.min)))
 	}
 }
