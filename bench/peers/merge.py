@@ -12,7 +12,9 @@ size. Prints an aligned table (and writes it as TSV to --tsv) with each peer's b
 and p50 and the ratios choreo / best TCP peer: busbw over the highest TCP busbw
 (> 1: choreo moves more), p50 over the lowest TCP p50 (< 1: choreo is faster);
 with --shm MINE=REF, also MINE / REF (choreo over shared memory against Open MPI's
-default, shared memory too).
+default, shared memory too). A ROWS_FILE may be several files joined by commas (one
+peer's rounds): each row's busbw and p50 are then the medians over the files that have
+it (each on its own), #wrong the largest, and the title says how many rounds.
 """
 
 import argparse
@@ -54,6 +56,30 @@ def parse(path):
     return rows
 
 
+def median(vals):
+    v = sorted(vals)
+    k = len(v) // 2
+    return v[k] if len(v) % 2 else (v[k - 1] + v[k]) / 2
+
+
+def parse_rounds(paths):
+    """parse over one peer's rounds: (op, size) -> the median row (busbw, p50 and time
+    each the median of the rounds that have the row; #wrong the largest)."""
+    runs = [parse(p) for p in paths]
+    if len(runs) == 1:
+        return runs[0]
+    rows = {}
+    for key in {k for r in runs for k in r}:
+        have = [r[key] for r in runs if key in r]
+        m = {f: median([h[f] for h in have]) for f in ("time", "p50", "algbw", "busbw")}
+        m["wrong"] = max(h["wrong"] for h in have)
+        m["raw"] = have[0]["raw"][:5] + [f"{m['time']:.1f}", f"{m['p50']:.1f}", f"{m['algbw']:.3f}",
+                                         f"{m['busbw']:.3f}", str(m["wrong"])]
+        m["rounds"] = len(have)
+        rows[key] = m
+    return rows
+
+
 def human(b):
     for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if b >= 1 << k and b % (1 << k) == 0:
@@ -78,11 +104,13 @@ def main():
     ap.add_argument("--rows", help="append every peer's rows (all sizes) here as TSV: ranks, peer, row")
     ap.add_argument("peers", nargs="+", metavar="LABEL=FILE")
     a = ap.parse_args()
-    labels, data = [], {}
+    labels, data, rounds = [], {}, 1
     for p in a.peers:
         label, _, path = p.partition("=")
         labels.append(label)
-        data[label] = parse(path)
+        paths = path.split(",")
+        rounds = max(rounds, len(paths))
+        data[label] = parse_rounds(paths)
     tcp = [t for t in a.tcp.split(",") if t in data]
     if a.rows:
         with open(a.rows, "a", encoding="utf-8") as f:
@@ -121,7 +149,9 @@ def main():
                         fmt(m["p50"] / f["p50"] if m and f and f["p50"] > 0 else None, 2)]
             row += ["; ".join(wrong) or "ok"]
             table.append(row)
-    title = (f"{a.ranks} ranks, float32; GB/s = busbw (nccl-tests), p50us = median per-op latency; "
+    title = (f"{a.ranks} ranks, float32; "
+             + (f"each cell the median of {rounds} rounds; " if rounds > 1 else "")
+             + "GB/s = busbw (nccl-tests), p50us = median per-op latency; "
              f"ratios: {a.choreo} / best of {','.join(tcp) or '(no TCP peer)'}"
              + (f", {mine} / {ref}" if shm else "") + " (busbw > 1 and p50 < 1: the first better)")
     out = [title] + ([a.note] if a.note else [])

@@ -23,7 +23,8 @@
 #   PEERS           peers to run, comma-separated (default
 #                   ompi-default,ompi-tcp,gloo,choreo-tcp,choreo-shm)
 #   ROUNDS          run every peer this many times per rank count, in turn
-#                   (default 1): the rounds' tables show the machine's noise
+#                   (default 1): a table per round (merged-N.rK.txt) shows the
+#                   machine's noise, and merged-N.txt has each cell's median
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ranks=("$@")
@@ -142,6 +143,18 @@ for n in "${ranks[@]}"; do
       tee "$out/merged-$n$round.txt"
     echo
   done
+  if [ "$rounds" -gt 1 ]; then
+    # The rounds' medians, cell by cell: the run's table.
+    files=()
+    mine=(choreo-tcp choreo-shm)
+    [ -n "$cross" ] || mine=("$choreo")
+    for l in ompi-default ompi-tcp gloo "${mine[@]}"; do
+      want "$l" && files+=("$l=$(seq -f "$out/raw/$n-$l.r%g.tsv" 1 "$rounds" | paste -sd, -)")
+    done
+    $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --shm choreo-shm=ompi-default \
+      --ops "$ops" --sizes "$sizes" --note "$note" --tsv "$out/merged-$n.tsv" "${files[@]}" | tee "$out/merged-$n.txt"
+    echo
+  fi
 done
 echo "end: $(uptime)" >>"$out/env.txt"
 echo "total: $((SECONDS - start)) s; load average at start and end in $out/env.txt; results in $out" >&2
