@@ -35,6 +35,11 @@ type call struct {
 	hostIn, hostOut *shared
 	fin, fout       *fence.Fence // input side (GPU updates), output side (CPU updates)
 	fences          []*fence.Fence
+	// device: the call runs on the device-resident path (devicecall.go),
+	// its kernels reading the peers' buffers through hold's table.
+	device  bool
+	hold    *peerHold
+	handles [2]*handle // input, output
 	t0              int64 // when the task began to run, on the trace (traced only)
 }
 
@@ -119,6 +124,7 @@ func (c *call) newFences() error {
 // GPU wait already encoded) and the task's shares go back.
 func (c *call) fail(err error) (*array.Array, error) {
 	c.failFences(err)
+	c.releaseHold()
 	c.releaseShares()
 	return nil, c.g.opError(c.label, err)
 }

@@ -171,11 +171,23 @@ func (g *Group) prepare(name string, p plan) (*call, error) {
 		parts: pipelineParts(p)}
 	c.staged = !c.dev.Properties().HostVisibleDeviceMem
 	c.hasEvent = p.in != nil && (c.staged || !p.in.Ready() || p.donate)
+	if g.devicePath(p) && c.newPeerTable() == nil { // else (no peer kernels): the host path
+		c.device, c.staged, c.hasEvent, c.parts = true, false, true, 1
+	}
 	if err := c.allocate(); err != nil {
+		c.releaseHold()
 		c.releaseShares()
 		return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
 	}
+	if c.device {
+		if err := c.newHandles(); err != nil {
+			c.releaseHold()
+			c.releaseShares()
+			return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
+		}
+	}
 	if err := c.newFences(); err != nil {
+		c.releaseHold()
 		c.releaseShares()
 		return nil, fmt.Errorf("collectives: %s: %w", c.label, err)
 	}
@@ -193,9 +205,10 @@ func (c *call) enqueue() error {
 	if err != nil {
 		return err
 	}
-	upd, err := c.encodeInput()
-	var wait streams.Event
-	if err == nil {
+	var upd, wait streams.Event
+	if c.device {
+		upd, wait, err = c.encodeDevice()
+	} else if upd, err = c.encodeInput(); err == nil {
 		wait, err = c.encodeOutput()
 	}
 	inflight.done(side, upd, wait)

@@ -24,6 +24,9 @@ func (c *call) task() streams.Task {
 		}
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.timeout)
 		defer cancel()
+		if c.device {
+			return c.runDevice(cctx)
+		}
 		var inB, outB []byte
 		if c.inMem != nil {
 			inB = c.hostIn.bytes(c.inMem.Buffer(), p.in.NBytes())
@@ -39,6 +42,7 @@ func (c *call) task() streams.Task {
 		return nil
 	}, Done: func(err error) {
 		c.releaseShares()
+		c.drainHandles() // a task that never ran leaves its peers' shares
 		if err != nil {
 			err = g.closedErr(g.opError(c.label, err))
 			c.failFences(err)

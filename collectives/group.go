@@ -78,7 +78,7 @@ func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) 
 }
 
 func defaultConfig(opts []Option) config {
-	cfg := config{timeout: 30 * time.Second}
+	cfg := config{timeout: 30 * time.Second, datapath: dataPathFromEnv()}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -34,8 +34,9 @@ type config struct {
 	// rec is the rank's Recorder, set by newGroup from tracer; a group
 	// Split from a traced one keeps its parent's (its transport is traced
 	// already, and its ranks are the parent's).
-	rec     *trace.Recorder
-	metrics *metrics.Metrics
+	rec      *trace.Recorder
+	metrics  *metrics.Metrics
+	datapath DataPath
 }
 
 // TraceEvent reports one finished collective: which, on which rank, the

@@ -12,6 +12,12 @@ const (
 	Ring
 	Doubling
 	Direct
+	// DeviceResident names the device-resident data path (kernels on the
+	// ranks' GPU streams read each other's device buffers) in match
+	// signatures: the collectives package runs it, algo matches it
+	// (MatchDevice), so a rank on it meets a rank on a host path with
+	// ErrMismatch rather than a hang.
+	DeviceResident
 )
 
 func (a Algorithm) String() string {
@@ -24,6 +30,8 @@ func (a Algorithm) String() string {
 		return "doubling"
 	case Direct:
 		return "direct"
+	case DeviceResident:
+		return "device"
 	}
 	return "algorithm(?)"
 }

@@ -129,11 +129,13 @@ func (k *kernels) peerReduce(a *api, s cuStream, c gpu.PeerReduce) (int, error) 
 	if t.host.l.isFreed() || t.dtab.l.isFreed() {
 		return 0, closedf("peer reduce: table freed")
 	}
-	op := c.Op
+	op, dt := c.Op, c.DType
 	if c.SrcHi-c.SrcLo == 1 {
-		op = gpu.OpSum // a copy: any op's kernel does it
+		// A copy, bit for bit: the integer kernel of the element's width
+		// moves the bits (a float kernel would quiet a signaling NaN).
+		op, dt = gpu.OpSum, sameWidthInt[dt]
 	}
-	name := "peer_" + op.String() + "_" + dtypeSuffix[c.DType]
+	name := "peer_" + op.String() + "_" + dtypeSuffix[dt]
 	f, ok := k.peer[name]
 	if !ok {
 		return 0, badArgf("peer reduce: no kernel %s", name)
@@ -153,6 +155,12 @@ func (k *kernels) peerReduce(a *api, s cuStream, c gpu.PeerReduce) (int, error) 
 	args.i64(int64(c.DstOff))
 	args.i64(int64(c.N))
 	return 2, a.launch(f, name, c.N, blockThreads, s, &args)
+}
+
+// sameWidthInt is the integer dtype of each dtype's width.
+var sameWidthInt = map[gpu.DType]gpu.DType{
+	gpu.Float32: gpu.Int32, gpu.Float64: gpu.Int64, gpu.Float16: gpu.Int16, gpu.BFloat16: gpu.Int16,
+	gpu.Int8: gpu.Int8, gpu.Int16: gpu.Int16, gpu.Int32: gpu.Int32, gpu.Int64: gpu.Int64, gpu.Uint8: gpu.Uint8,
 }
 
 // noPeerKernels is NewPeerTable's error on a PTX without the peer kernels.

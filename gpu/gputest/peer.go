@@ -163,6 +163,29 @@ func checkPeerUnarmed(r *rig, pd gpu.PeerDevice, q gpu.Queue) {
 	if got := r.read(q, dst, 0, n*4); !bytes.Equal(got, make([]byte, n*4)) {
 		r.t.Fatal("a command with a too short source wrote its destination")
 	}
+	// One source is a copy, bit for bit, also of NaN payloads that a float
+	// round trip would quiet.
+	for _, dt := range gpu.DTypes {
+		bits := make([]byte, 64*dt.Size())
+		for i := range bits {
+			bits[i] = byte(i*37 + 1)
+		}
+		for i := 0; i+1 < len(bits); i += 2 { // signaling NaNs of both 16-bit kinds
+			if i%8 == 0 {
+				bits[i], bits[i+1] = 0x01, 0x7c
+			} else if i%8 == 2 {
+				bits[i], bits[i+1] = 0x81, 0x7f
+			}
+		}
+		src := r.upload(q, bits, gpu.DeviceMem)
+		dst := r.alloc(len(bits), gpu.DeviceMem)
+		tab := newTable(r, pd, src, dst)
+		tab.Arm()
+		r.mustRun(q, gpu.PeerReduce{Table: tab, SrcLo: 0, SrcHi: 1, DstLo: 1, DstHi: 2, N: 64, DType: dt, Op: gpu.OpProd})
+		if got := r.read(q, dst, 0, len(bits)); !bytes.Equal(got, bits) {
+			r.t.Fatalf("%v: a one-source PeerReduce changed bits", dt)
+		}
+	}
 	if tab2.Err() == nil {
 		r.t.Fatal("a too short entry left the table's Err nil")
 	}

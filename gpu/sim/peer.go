@@ -141,8 +141,13 @@ func (q *queue) peerReduce(c gpu.PeerReduce) error {
 	return nil
 }
 
-// reduceMany sets dst[i] = srcs[0][i] op srcs[1][i] op ... for i < n.
+// reduceMany sets dst[i] = srcs[0][i] op srcs[1][i] op ... for i < n; one
+// source is copied bit for bit (a NaN's payload too).
 func reduceMany(dt gpu.DType, op gpu.ReduceOp, dst []byte, srcs [][]byte, n int) {
+	if len(srcs) == 1 {
+		copy(dst[:n*dt.Size()], srcs[0])
+		return
+	}
 	switch dt {
 	case gpu.Float32:
 		reduceT(op, view[float32](dst, n), views[float32](srcs, n), fmin[float32], fmax[float32])

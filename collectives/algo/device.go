@@ -1,0 +1,54 @@
+package algo
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// DeviceSignature is the match signature of d on the device-resident data
+// path, for the first buffer of the window the path exposes (WindowTag).
+func DeviceSignature(d Desc) []byte {
+	c := &coll{d: d, alg: DeviceResident}
+	return c.signature().encode()
+}
+
+// WindowTag is the tag of d's PeerAccess window: the same for every data
+// path, so ranks on different paths meet in one Expose and fail the match
+// instead of waiting for each other.
+func WindowTag(d Desc) transport.Tag {
+	return transport.CollTag(d.Group, d.Seq, d.Part, stepWindow)
+}
+
+// MatchDevice checks the signatures every rank exposed (rank order) for a
+// device-resident collective d of n ranks, the way the host paths' match
+// does: a disagreement, an invalid op or root fails every rank alike (the
+// error needs no abort).
+func MatchDevice(d Desc, n int, sigs [][]byte) error {
+	lo, hi := sigs[0], sigs[0]
+	for _, s := range sigs {
+		if len(s) != sigLen {
+			return agreed("a signature of %d bytes: %w", len(s), ErrMismatch)
+		}
+		if bytes.Compare(s, lo) < 0 {
+			lo = s
+		}
+		if bytes.Compare(s, hi) > 0 {
+			hi = s
+		}
+	}
+	if !bytes.Equal(lo, hi) {
+		return mismatch(lo, hi)
+	}
+	c := &coll{d: d, n: n}
+	return c.postMatch()
+}
+
+// Agreed reports whether err is one that every rank of the collective
+// reaches by itself from the match (a mismatch, an invalid op or root), so
+// that failing needs no abort.
+func Agreed(err error) bool {
+	var a agreedError
+	return errors.As(err, &a)
+}

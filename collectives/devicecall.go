@@ -1,0 +1,347 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"weak"
+
+	"github.com/choreo-gpu/choreo/array"
+	"github.com/choreo-gpu/choreo/collectives/algo"
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/streams"
+)
+
+// The device-resident path (DESIGN section 3). One fence per call; each
+// side counts its own calls:
+//
+//	GPU stream: update(1: input ready) wait(2: go) kernels update(3: done) wait(4: every rank done)
+//	comm task:  wait(1) [expose, match, fill the peer table] update(2) wait(3) [sync] update(4)
+//
+// The kernels read the peers' device buffers through a peer table that the
+// comm task fills and arms between its wait(1) and update(2); they were
+// queued at launch, when the peers' buffers were not yet known. A failure
+// releases the GPU waits (R5): an unarmed table makes the kernels write
+// nothing, and an armed one keeps every buffer it names retained until the
+// kernels have run (peerHold), so no rank's memory is reused while another
+// rank's kernel may still read or write it. The last wait keeps the
+// rank's later work (which may overwrite its input) behind every peer's
+// kernels.
+
+// handle is what a rank of this process publishes of one of its buffers
+// in a device-resident collective's window: the memory, its device, and a
+// share of the memory for every rank's kernels (taken at launch, while the
+// array could not yet be freed: a share cannot be taken once its owner has
+// let go). Each rank takes one when it fills its table; the publisher gives
+// back those not taken when its task ends.
+type handle struct {
+	mem    *array.Memory
+	dev    gpu.Device
+	shares atomic.Int32
+}
+
+// take takes one of the handle's shares; false when none is left.
+func (h *handle) take() bool {
+	for {
+		n := h.shares.Load()
+		if n <= 0 {
+			return false
+		}
+		if h.shares.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// drain gives back the shares no rank took.
+func (h *handle) drain() {
+	for n := h.shares.Swap(0); n > 0; n-- {
+		h.mem.Release()
+	}
+}
+
+// handles maps the ids exposed in windows to buffers; ids are never reused.
+var (
+	handles   sync.Map // uint64 -> *handle
+	handleSeq atomic.Uint64
+)
+
+// newHandle takes n shares of mem for the ranks' kernels; the caller holds
+// one already, so none can fail unless the memory was freed before.
+func newHandle(mem *array.Memory, dev gpu.Device, n int) (*handle, error) {
+	h := &handle{mem: mem, dev: dev}
+	for range n {
+		if err := mem.Retain(); err != nil {
+			h.drain()
+			return nil, err
+		}
+		h.shares.Add(1)
+	}
+	return h, nil
+}
+
+func publish(h *handle) uint64 {
+	id := handleSeq.Add(1)
+	handles.Store(id, h)
+	return id
+}
+
+// peerHold is what a rank's kernels hold of the buffers their table names:
+// a share of each memory, taken before the table is armed and given back,
+// with the table, once the kernels have run (or will never run).
+type peerHold struct {
+	mu     sync.Mutex
+	mems   []*array.Memory
+	table  gpu.PeerTable
+	closed bool
+}
+
+// fill takes a share of every handle's memory, sets the table's entries
+// and arms it; after close it takes nothing and reports so.
+func (h *peerHold) fill(hs []*handle) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return fmt.Errorf("the kernels already ran: %w", ErrClosed)
+	}
+	for i, ph := range hs {
+		if !ph.take() {
+			return fmt.Errorf("peer buffer %d: its rank's task has ended: %w", i, ErrPeerLost)
+		}
+		m := ph.mem
+		h.mems = append(h.mems, m)
+		if err := h.table.Set(i, m.Buffer()); err != nil {
+			return fmt.Errorf("peer table entry %d: %w", i, err)
+		}
+	}
+	h.table.Arm()
+	return nil
+}
+
+// close gives back the table and every share, once.
+func (h *peerHold) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	for _, m := range h.mems {
+		m.Release()
+	}
+	h.mems = nil
+	_ = h.table.Free()
+}
+
+// newPeerTable makes the call's table: every rank's input, then every
+// rank's output. A device whose kernels lack peer tables gives
+// gpu.ErrNoBackend, and the call takes the host path.
+func (c *call) newPeerTable() error {
+	t, err := c.dev.(gpu.PeerDevice).NewPeerTable(2 * c.g.Size())
+	if err != nil {
+		return err
+	}
+	c.hold = &peerHold{table: t}
+	return nil
+}
+
+// releaseHold gives back the peer table and the handles' shares of a call
+// that failed before its task ran (its table was never armed, so its
+// kernels write nothing).
+func (c *call) releaseHold() {
+	if c.hold != nil {
+		c.hold.close()
+	}
+	c.drainHandles()
+}
+
+// encodeDevice puts the device-resident GPU side on the stream; it returns
+// the events of the input update and of the last wait, for the ledger.
+func (c *call) encodeDevice() (upd, last streams.Event, err error) {
+	f, s := c.fin, c.s
+	if err := f.UpdateGPU(s, c.p.in); err != nil {
+		return upd, last, err
+	}
+	upd = s.Last()
+	if _, err := f.WaitGPU(s, weakOutput{weak.Make(c.out)}); err != nil {
+		return upd, last, err
+	}
+	hold := c.hold
+	if err := f.UpdateGPUAfter(s, nil, c.deviceKernels(), func(err error) {
+		hold.close()
+		if err != nil {
+			c.failFences(fmt.Errorf("device kernels: %w", err))
+		}
+	}); err != nil {
+		return upd, last, err
+	}
+	if last, err = f.WaitGPU(s, nil); err != nil {
+		return upd, last, err
+	}
+	c.out.SetEvent(last)
+	return upd, last, nil
+}
+
+// deviceKernels are the call's kernels: PeerReduce commands over the
+// table (entries [0,n) inputs, [n,2n) outputs).
+func (c *call) deviceKernels() []gpu.Command {
+	d, n, r := c.p.desc, c.g.Size(), c.g.Rank()
+	cmd := func(srcLo, srcHi, dstLo, dstHi, srcOff, dstOff, cnt int) gpu.Command {
+		return gpu.PeerReduce{Table: c.hold.table, SrcLo: srcLo, SrcHi: srcHi, DstLo: dstLo, DstHi: dstHi,
+			SrcOff: srcOff, DstOff: dstOff, N: cnt, DType: d.DType, Op: gpu.ReduceOp(d.Op)}
+	}
+	lo, hi := algo.BlockRange(d.Count, n, r)
+	switch d.Kind {
+	case algo.KindAllReduce:
+		// Partitioned push, whatever the size: rank r reduces its block of
+		// every input into every output, so each element is reduced once
+		// (bitwise the same on every rank) and each input byte read once.
+		// It is the one plan that is right for ranks that differ in
+		// donation (in place is safe: a block is read and written by its
+		// owner only), so no rank's choice depends on another's.
+		return []gpu.Command{cmd(0, n, n, 2*n, lo, lo, hi-lo)}
+	case algo.KindReduceScatter:
+		return []gpu.Command{cmd(0, n, n+r, n+r+1, lo, 0, hi-lo)}
+	case algo.KindBroadcast:
+		return []gpu.Command{cmd(d.Root, d.Root+1, n+r, n+r+1, 0, 0, d.Count)}
+	case algo.KindAllGather:
+		cmds := make([]gpu.Command, n)
+		for q := range n {
+			cmds[q] = cmd(q, q+1, n+r, n+r+1, 0, q*d.Count, d.Count)
+		}
+		return cmds
+	}
+	return nil
+}
+
+// runDevice is the comm task of a device-resident call.
+func (c *call) runDevice(ctx context.Context) error {
+	p, t := c.p, c.g.t
+	abort := func(err error) error {
+		if !algo.Agreed(err) {
+			t.Abort(p.tag, err)
+		}
+		return err
+	}
+	if err := c.fin.Wait(ctx); err != nil { // 1: the input is written
+		return abort(err)
+	}
+	if err := p.in.Err(); err != nil { // R11
+		return abort(fmt.Errorf("input: %w", err))
+	}
+	ids := make([]byte, 16)
+	in, out := publish(c.handles[0]), publish(c.handles[1])
+	defer c.unpublish(in, out) // after the last Sync: every peer has looked them up
+	binary.LittleEndian.PutUint64(ids, in)
+	binary.LittleEndian.PutUint64(ids[8:], out)
+	w, err := c.exposeDevice(ctx, ids)
+	if err != nil {
+		return abort(err)
+	}
+	defer w.Leave()
+	hs, err := c.peerHandles(w)
+	if err != nil {
+		return abort(err)
+	}
+	if err := c.hold.fill(hs); err != nil {
+		return abort(err)
+	}
+	if err := c.fin.Update(); err != nil { // 2: go
+		return abort(err)
+	}
+	if err := c.fin.Wait(ctx); err != nil { // 3: this rank's kernels ran
+		return abort(err)
+	}
+	if err := c.hold.table.Err(); err != nil {
+		return abort(err)
+	}
+	if err := w.Sync(ctx); err != nil { // every rank's kernels ran
+		return abort(err)
+	}
+	return c.fin.Update() // 4: the stream goes on
+}
+
+// exposeDevice publishes this rank's signature and buffers in the
+// collective's window and matches the ranks' signatures.
+func (c *call) exposeDevice(ctx context.Context, ids []byte) (transport.Window, error) {
+	pa := c.g.t.(transport.PeerAccess)
+	w, err := pa.Expose(ctx, algo.WindowTag(c.p.desc), algo.DeviceSignature(c.p.desc), ids)
+	if err != nil {
+		return nil, err
+	}
+	n := c.g.Size()
+	sigs := make([][]byte, n)
+	for q := range n {
+		sigs[q] = w.Buffers(q)[0]
+	}
+	if err := algo.MatchDevice(c.p.desc, n, sigs); err != nil {
+		w.Leave()
+		return nil, err
+	}
+	return w, nil
+}
+
+// peerHandles looks up every rank's input and output (rank order: all
+// inputs, then all outputs). Every rank sees the same buffers, so a
+// buffer on another device fails every rank alike.
+func (c *call) peerHandles(w transport.Window) ([]*handle, error) {
+	n := c.g.Size()
+	hs := make([]*handle, 2*n)
+	for q := range n {
+		ids := w.Buffers(q)[1]
+		if len(ids) != 16 {
+			return nil, fmt.Errorf("rank %d exposed %d bytes of buffer ids: %w", q, len(ids), ErrBadArgument)
+		}
+		for k := range 2 {
+			v, ok := handles.Load(binary.LittleEndian.Uint64(ids[8*k:]))
+			if !ok {
+				return nil, fmt.Errorf("rank %d's buffers are gone: %w", q, ErrPeerLost)
+			}
+			h := v.(*handle)
+			if h.dev != c.dev {
+				return nil, fmt.Errorf("rank %d's buffers are on another device: %w", q, ErrBadArgument)
+			}
+			hs[k*n+q] = h
+		}
+	}
+	return hs, nil
+}
+
+// newHandles takes the shares of the call's input and output that the
+// ranks' kernels will hold (at launch, while the arrays are live).
+func (c *call) newHandles() error {
+	n := c.g.Size()
+	in, err := newHandle(c.inMem, c.dev, n)
+	if err != nil {
+		return err
+	}
+	out, err := newHandle(c.outMem, c.dev, n)
+	if err != nil {
+		in.drain()
+		return err
+	}
+	c.handles = [2]*handle{in, out}
+	return nil
+}
+
+// drainHandles gives back the shares of the call's handles that no rank
+// took (the kernels' table keeps the ones taken).
+func (c *call) drainHandles() {
+	for _, h := range c.handles {
+		if h != nil {
+			h.drain()
+		}
+	}
+}
+
+// unpublish withdraws the call's handles and gives back the shares no
+// rank took.
+func (c *call) unpublish(ids ...uint64) {
+	for _, id := range ids {
+		handles.Delete(id)
+	}
+	c.drainHandles()
+}

@@ -1,0 +1,196 @@
+package collectives_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/choreo-gpu/choreo/array"
+	"github.com/choreo-gpu/choreo/choreotest"
+	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/algo"
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/fence"
+	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/testenv"
+)
+
+// TestDevicePathMatrix: all-reduce (every op, in place and not, small and
+// partitioned), all-gather, reduce-scatter and broadcast on the
+// device-resident path, 2-4 ranks, every dtype, R20 sizes; results as on
+// the host path (integers exact, floats within R20's tolerances).
+func TestDevicePathMatrix(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		w := newWorld(t, n, collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(60*time.Second))
+		for _, dt := range gpu.DTypes {
+			sizes := []int{0, 1, 7, 1024}
+			if dt == gpu.Float32 || dt == gpu.Int32 {
+				sizes = append(sizes, 1024*1024) // above deviceSmallBytes: the partitioned kernels
+			}
+			for _, count := range sizes {
+				t.Run(fmt.Sprintf("n%d/%s/%d", n, dt, count), func(t *testing.T) {
+					deviceCase(t, w, n, dt, count)
+				})
+			}
+		}
+	}
+}
+
+func deviceCase(t *testing.T, w *world, n int, dt gpu.DType, count int) {
+	ops := []collectives.Op{collectives.Sum, collectives.Prod, collectives.Min, collectives.Max}
+	op := ops[count%4]
+	root := count % n
+	ins := make([][]float64, n)
+	ar, arIn, ag, rs, bc := make([]*array.Array, n), make([]*array.Array, n), make([]*array.Array, n), make([]*array.Array, n), make([]*array.Array, n)
+	for r := range n {
+		g, s := w.groups[r], w.s[r]
+		ins[r] = rounded(dt, input(dt, r, count))
+		x := fromFloat64(t, s, dt, ins[r], count)
+		var err error
+		if ar[r], err = g.AllReduce(s, x, op); err != nil {
+			t.Fatal(err)
+		}
+		if arIn[r], err = g.AllReduce(s, fromFloat64(t, s, dt, ins[r], count), op, collectives.Donate()); err != nil {
+			t.Fatal(err)
+		}
+		if ag[r], err = g.AllGather(s, x); err != nil {
+			t.Fatal(err)
+		}
+		if rs[r], err = g.ReduceScatter(s, x, op); err != nil {
+			t.Fatal(err)
+		}
+		if bc[r], err = g.Broadcast(s, x, root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := reduceRef(dt, op, ins)
+	for r := range n {
+		for name, a := range map[string]*array.Array{"allreduce": ar[r], "allreduce in place": arIn[r]} {
+			if err := compare(dt, values(t, dt, a), full); err != nil {
+				t.Fatalf("%s %s rank %d: %v", name, op, r, err)
+			}
+		}
+		if err := compare(dt, values(t, dt, ag[r]), slices.Concat(ins...)); err != nil {
+			t.Fatalf("allgather rank %d: %v", r, err)
+		}
+		lo, hi := algo.BlockRange(count, n, r)
+		if err := compare(dt, values(t, dt, rs[r]), full[lo:hi]); err != nil {
+			t.Fatalf("reducescatter %s rank %d: %v", op, r, err)
+		}
+		if err := compare(dt, values(t, dt, bc[r]), ins[root]); err != nil {
+			t.Fatalf("broadcast from %d rank %d: %v", root, r, err)
+		}
+		if err := w.groups[r].Wait(testenv.Ctx(t, 60*time.Second)); err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestDevicePathFenceSteps (R2 on the device path): every rank's fence
+// takes the documented steps in order, GPU side update(1) wait(2)
+// update(3) wait(4), CPU side wait(1) update(2) wait(3) update(4).
+func TestDevicePathFenceSteps(t *testing.T) {
+	tr := choreotest.NewTracer()
+	w := newWorld(t, 2, collectives.WithDataPath(collectives.DataPathDevice), tr.Option())
+	outs := make([]*array.Array, 2)
+	for r := range 2 {
+		y, err := w.groups[r].AllReduce(w.s[r], fromFloat64(t, w.s[r], gpu.Float32, []float64{float64(r + 1)}, 1), collectives.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[r] = y
+	}
+	for r := range 2 {
+		if got := values(t, gpu.Float32, outs[r]); got[0] != 3 {
+			t.Fatalf("rank %d: %v, want 3", r, got)
+		}
+		if err := w.groups[r].Wait(testenv.Ctx(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []fence.Step{
+		{Side: fence.GPUSide, Op: fence.OpUpdate, Value: 1}, {Side: fence.GPUSide, Op: fence.OpWait, Value: 2},
+		{Side: fence.GPUSide, Op: fence.OpUpdate, Value: 3}, {Side: fence.GPUSide, Op: fence.OpWait, Value: 4},
+		{Side: fence.CPUSide, Op: fence.OpWait, Value: 1}, {Side: fence.CPUSide, Op: fence.OpUpdate, Value: 2},
+		{Side: fence.CPUSide, Op: fence.OpWait, Value: 3}, {Side: fence.CPUSide, Op: fence.OpUpdate, Value: 4},
+	}
+	for r := range 2 {
+		evs := tr.Events(r)
+		if len(evs) != 1 {
+			t.Fatalf("rank %d: %d trace events, want 1", r, len(evs))
+		}
+		var gpuSide, cpuSide []fence.Step
+		for _, s := range evs[0].Steps {
+			if s.Side == fence.GPUSide {
+				gpuSide = append(gpuSide, s)
+			} else {
+				cpuSide = append(cpuSide, s)
+			}
+		}
+		if got := append(gpuSide, cpuSide...); !slices.Equal(got, want) {
+			t.Fatalf("rank %d: fence steps %v, want %v", r, got, want)
+		}
+	}
+}
+
+// TestDevicePathFailures: shapes that differ fail every rank with
+// ErrShapeMismatch; a rank on the device path meets a rank on the host
+// path with ErrMismatch, not a hang; a rank that never arrives fails the
+// others by the group's deadline and their GPU streams go on (R5, R10).
+func TestDevicePathFailures(t *testing.T) {
+	w := newWorld(t, 2, collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(2*time.Second))
+	outs := make([]*array.Array, 2)
+	for r := range 2 {
+		y, err := w.groups[r].AllReduce(w.s[r], fromFloat64(t, w.s[r], gpu.Float32, make([]float64, 3+r), 3+r), collectives.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[r] = y
+	}
+	for r := range 2 {
+		if err := outs[r].Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrShapeMismatch) {
+			t.Fatalf("rank %d: %v, want ErrShapeMismatch", r, err)
+		}
+		w.groups[r].Wait(testenv.Ctx(t, 30*time.Second))
+	}
+	// Rank 1 never calls: rank 0 fails by its deadline, and its stream
+	// runs what comes after.
+	y, err := w.groups[0].AllReduce(w.s[0], fromFloat64(t, w.s[0], gpu.Float32, []float64{1}, 1), collectives.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := fromFloat64(t, w.s[0], gpu.Int32, []float64{7}, 1)
+	if err := y.Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrTimeout) {
+		t.Fatalf("lone rank: %v, want ErrTimeout", err)
+	}
+	if got := values(t, gpu.Int32, after); got[0] != 7 {
+		t.Fatalf("the stream after a failed device collective: %v", got)
+	}
+}
+
+// TestDevicePathMeetsHostPath: ranks that disagree on the data path meet
+// in one window and fail with ErrMismatch on both sides, not a hang.
+func TestDevicePathMeetsHostPath(t *testing.T) {
+	rt := testenv.Runtime(t)
+	ts := transport.NewLocal(2)
+	paths := []collectives.DataPath{collectives.DataPathDevice, collectives.DataPathStaged}
+	outs := make([]*array.Array, 2)
+	for r := range 2 {
+		g, err := collectives.New(rt, ts[r], 77, collectives.WithDataPath(paths[r]), collectives.WithTimeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		s := testenv.Stream(t, rt, testenv.Device(t))
+		if outs[r], err = g.AllReduce(s, fromFloat64(t, s, gpu.Float32, []float64{1, 2}, 2), collectives.Sum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := range 2 {
+		if err := outs[r].Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrMismatch) || errors.Is(err, collectives.ErrTimeout) {
+			t.Fatalf("rank %d (%v): %v, want ErrMismatch", r, paths[r], err)
+		}
+	}
+}
