@@ -40,7 +40,7 @@ type call struct {
 	device  bool
 	hold    *peerHold
 	handles [2]*handle // input, output
-	t0              int64 // when the task began to run, on the trace (traced only)
+	t0      int64      // when the task began to run, on the trace (traced only)
 }
 
 // allocate retains the input's memory, makes the output (taking over a
