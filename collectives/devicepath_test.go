@@ -174,6 +174,7 @@ func TestDevicePathFailures(t *testing.T) {
 // in one window and fail with ErrMismatch on both sides, not a hang.
 func TestDevicePathMeetsHostPath(t *testing.T) {
 	rt := testenv.Runtime(t)
+	dev := testenv.Device(t)
 	ts := transport.NewLocal(2)
 	paths := []collectives.DataPath{collectives.DataPathDevice, collectives.DataPathStaged}
 	outs := make([]*array.Array, 2)
@@ -183,7 +184,7 @@ func TestDevicePathMeetsHostPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { g.Close() })
-		s := testenv.Stream(t, rt, testenv.Device(t))
+		s := testenv.Stream(t, rt, dev)
 		if outs[r], err = g.AllReduce(s, fromFloat64(t, s, gpu.Float32, []float64{1, 2}, 2), collectives.Sum); err != nil {
 			t.Fatal(err)
 		}
