@@ -595,7 +595,7 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 			continue
 		}
 		if err == errWouldBlock {
-			if !clock.more(budget) {
+			if !clock.more(&c.t.poll, budget) {
 				c.nowait = false
 			}
 			continue

@@ -27,10 +27,13 @@ import (
 // poller yields to its process's other goroutines every spin.YieldEvery).
 // Each wait polls for at most the transport's budget, which adapts: a wait
 // that lasted longer than the full budget halves it (down to minPoll), a
-// shorter one restores it, so that a rank waiting long on a slow peer soon
-// polls little, and one whose waits are short again polls through them.
-// The variable CHOREO_TCP_POLL (a duration; 0 turns polling off) sets the
-// budget.
+// shorter one doubles it back (up to maxPoll), so that a rank waiting long
+// on a slow peer soon polls little and one whose waits are short again
+// polls through them; and a poller that finds it lost its CPU for a while
+// (preemptGap: the host has more runnable threads than CPUs, and polling
+// would take the CPU a peer needs) drops it to minPoll for calmFor. The
+// variable CHOREO_TCP_POLL (a duration; 0 turns polling off) sets the
+// most.
 const (
 	maxPoll = 200 * time.Microsecond
 	minPoll = 10 * time.Microsecond
@@ -65,6 +68,7 @@ func pollBudget(cfg Config) time.Duration {
 type poller struct {
 	max, min time.Duration
 	cur      atomic.Int64 // the current budget, in nanoseconds
+	calm     atomic.Int64 // unix nanos before which cur stays min (preempted)
 }
 
 func (q *poller) init(max time.Duration) {
@@ -76,44 +80,70 @@ func (q *poller) init(max time.Duration) {
 func (q *poller) budget() time.Duration { return time.Duration(q.cur.Load()) }
 
 // waited adapts the budget to a wait that took d (polling, then parked
-// if it must): one that a full budget would have polled through restores
-// it, a longer one halves it.
+// if it must): one that a full budget would have polled through doubles
+// it (up to max), a longer one halves it (down to min).
 func (q *poller) waited(d time.Duration) {
 	c := q.cur.Load()
 	switch {
-	case d <= q.max && c != int64(q.max):
-		q.cur.Store(int64(q.max))
+	case d <= q.max && c < int64(q.max):
+		if c == int64(q.min) && time.Now().UnixNano() < q.calm.Load() {
+			return
+		}
+		q.cur.Store(min(2*c, int64(q.max)))
 	case d > q.max && c > int64(q.min):
 		q.cur.Store(max(c/2, int64(q.min)))
 	}
 }
 
-// errWouldBlock is a read that does not wait finding nothing to read.
-var errWouldBlock = errors.New("tcp: read would block")
-
-// pollClock paces one wait's polling: its deadline and its yields.
-type pollClock struct {
-	end, yielded time.Time
+// preempted drops the budget to min for calmFor: a poller lost its CPU
+// to another thread, so this host has more runnable threads than CPUs,
+// and polling would take the CPU its peer needs.
+func (q *poller) preempted() {
+	q.calm.Store(time.Now().Add(calmFor).UnixNano())
+	q.cur.Store(int64(q.min))
 }
 
-// more reports whether the wait may poll again, yielding the processor
-// every spin.YieldEvery (to goroutines of this process, which may be what
-// the peer waits for).
-func (k *pollClock) more(budget time.Duration) bool {
+// calmFor is how long a preemption keeps the budget at min.
+const calmFor = 50 * time.Millisecond
+
+// preemptGap is the longest a poller may go between two looks at the
+// clock (a few microseconds apart when it runs) before it takes itself
+// for preempted by the OS.
+const preemptGap = 50 * time.Microsecond
+
+// pollClock paces one wait's polling: its end, its yields to the
+// process's other goroutines, and the detection of preemption.
+type pollClock struct {
+	end, last, yielded time.Time
+}
+
+// more is called between polls, and reports whether the wait may poll
+// again: not once budget has passed since the first call, nor after a
+// preemption, which it reports to q.
+func (k *pollClock) more(q *poller, budget time.Duration) bool {
 	now := time.Now()
 	if k.end.IsZero() {
-		k.end, k.yielded = now.Add(budget), now
+		k.end, k.last, k.yielded = now.Add(budget), now, now
 		return true
+	}
+	if now.Sub(k.last) > preemptGap {
+		q.preempted()
+		return false
 	}
 	if now.After(k.end) {
 		return false
 	}
 	if now.Sub(k.yielded) >= spin.YieldEvery {
-		runtime.Gosched()
+		runtime.Gosched() // what it runs meanwhile is no preemption
+		now = time.Now()
 		k.yielded = now
 	}
+	k.last = now
 	return true
 }
+
+// errWouldBlock is a read that does not wait finding nothing to read.
+var errWouldBlock = errors.New("tcp: read would block")
 
 // read reads c's socket into b: at once (errWouldBlock when nothing is
 // there) while c.nowait is set, else waiting in the netpoller.
