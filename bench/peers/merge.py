@@ -96,6 +96,8 @@ def main():
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--choreo", default="choreo", help="label of choreo's rows")
     ap.add_argument("--tcp", default="gloo,ompi-tcp", help="labels of the TCP peers")
+    ap.add_argument("--peer-ops", action="append", default=[], metavar="LABEL=OP,OP",
+                    help="the only ops LABEL runs: its missing rows of other ops are not flagged")
     ap.add_argument("--shm", default="", help="MINE=REF: add the ratios MINE / REF (e.g. choreo-shm=ompi-default)")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--sizes", default="4096,65536,1048576,16777216,67108864")
@@ -112,6 +114,7 @@ def main():
         rounds = max(rounds, len(paths))
         data[label] = parse_rounds(paths)
     tcp = [t for t in a.tcp.split(",") if t in data]
+    runs = {l: set(ops.split(",")) for l, _, ops in (p.partition("=") for p in a.peer_ops)}
     if a.rows:
         with open(a.rows, "a", encoding="utf-8") as f:
             for l in labels:
@@ -135,7 +138,8 @@ def main():
                 r = data[l].get((op, size))
                 row += [fmt(r and r["busbw"], 3), fmt(r and r["p50"], 1)]
                 if r is None:
-                    wrong.append(f"{l}: no row")
+                    if op in runs.get(l, {op}):
+                        wrong.append(f"{l}: no row")
                 elif r["wrong"]:
                     wrong.append(f"{l}: {r['wrong']} wrong")
             c = data.get(a.choreo, {}).get((op, size))

@@ -138,7 +138,7 @@ for n in "${ranks[@]}"; do
       fi
     fi
     echo
-    $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --shm choreo-shm=ompi-default \
+    $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --shm choreo-shm=ompi-default --peer-ops "gloo=$gloo_ops" \
       --ops "$ops" --sizes "$sizes" --note "$note" --tsv "$out/merged-$n$round.tsv" --rows "$out/rows.tsv" "${files[@]}" |
       tee "$out/merged-$n$round.txt"
     echo
@@ -151,7 +151,7 @@ for n in "${ranks[@]}"; do
     for l in ompi-default ompi-tcp gloo "${mine[@]}"; do
       want "$l" && files+=("$l=$(seq -f "$out/raw/$n-$l.r%g.tsv" 1 "$rounds" | paste -sd, -)")
     done
-    $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --shm choreo-shm=ompi-default \
+    $py bench/peers/merge.py --ranks "$n" --choreo "$choreo" --tcp gloo,ompi-tcp --shm choreo-shm=ompi-default --peer-ops "gloo=$gloo_ops" \
       --ops "$ops" --sizes "$sizes" --note "$note" --tsv "$out/merged-$n.tsv" "${files[@]}" | tee "$out/merged-$n.txt"
     echo
   fi
