@@ -94,13 +94,39 @@ func (c *coll) allToAll(in, out []byte, sendCounts, recvCounts []int) error {
 	if c.alg == Direct {
 		return c.directAllToAll(out, counts, ro, in)
 	}
-	if err := c.matchCounts(counts); err != nil {
+	return c.matchWhileMoving(counts, func(ctx context.Context) error {
+		own := make(chan struct{})
+		go func() { // this rank's block, while the others travel
+			copy(out[ro[c.rank]:ro[c.rank+1]], in[so[c.rank]:so[c.rank+1]])
+			close(own)
+		}()
+		err := c.pairwise(ctx, stepAllToAll,
+			func(p int) []byte { return in[so[p]:so[p+1]] },
+			func(p int) []byte { return out[ro[p]:ro[p+1]] })
+		<-own
 		return err
+	})
+}
+
+// matchWhileMoving runs the counts match and move at once, so that no
+// block waits a round for the slowest rank's signature. Every rank still
+// waits for the whole match before it reports: a disagreement fails every
+// rank alike whatever the data did (a block of the wrong size fails its
+// Recv; the matrix then names the pair), and a failed match stops the move
+// (a peer running another collective would never send its blocks).
+func (c *coll) matchWhileMoving(counts []byte, move func(ctx context.Context) error) error {
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	moved := make(chan error, 1)
+	go func() { moved <- move(ctx) }()
+	err := c.matchCounts(counts)
+	if err != nil {
+		cancel()
 	}
-	copy(out[ro[c.rank]:ro[c.rank+1]], in[so[c.rank]:so[c.rank+1]])
-	return c.pairwise(stepAllToAll,
-		func(p int) []byte { return in[so[p]:so[p+1]] },
-		func(p int) []byte { return out[ro[p]:ro[p+1]] })
+	if merr := <-moved; err == nil {
+		err = merr
+	}
+	return err
 }
 
 // directAllToAll: every rank copies its block of each peer's input; one
@@ -181,7 +207,7 @@ func (c *coll) matchCounts(counts []byte) error {
 		all[p] = make([]byte, len(mine))
 	}
 	all[c.rank] = mine
-	err := c.pairwise(stepMatch, func(int) []byte { return mine }, func(p int) []byte { return all[p] })
+	err := c.pairwise(c.ctx, stepMatch, func(int) []byte { return mine }, func(p int) []byte { return all[p] })
 	if err != nil {
 		return err
 	}

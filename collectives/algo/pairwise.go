@@ -1,17 +1,19 @@
 package algo
 
+import "context"
+
 // pairwise sends sendTo(p) to every peer p and receives recvFrom(p) from
 // every peer p, all at once, on one step (each ordered pair exchanges one
-// message on it). Sends that go at once (trySender) are made on this
+// message on it), under ctx. Sends that go at once (trySender) are made on this
 // goroutine; the rest, and all receives but the last, get goroutines of
 // their own. It returns when all are done, or at the first failure, which
 // stops the others.
-func (c *coll) pairwise(step uint32, sendTo, recvFrom func(p int) []byte) error {
+func (c *coll) pairwise(ctx context.Context, step uint32, sendTo, recvFrom func(p int) []byte) error {
 	if c.n == 2 {
 		p := 1 - c.rank
-		return c.exchange(c.ctx, step, p, sendTo(p), p, recvFrom(p))
+		return c.exchange(ctx, step, p, sendTo(p), p, recvFrom(p))
 	}
-	g := newTasks(c.ctx)
+	g := newTasks(ctx)
 	ts, _ := c.t.(trySender)
 	for k := 1; k < c.n; k++ {
 		dst := mod(c.rank+k, c.n)
