@@ -156,6 +156,30 @@ func (c WriteValue) String() string {
 	return fmt.Sprintf("write(word = max(word, %d))", c.Value)
 }
 
+// Name is a command's short name, for errors and traces: "fill", "arange",
+// "copy", "add", "scale", "wait", "write", "peer-reduce".
+func Name(c Command) string {
+	switch c.(type) {
+	case Fill:
+		return "fill"
+	case Arange:
+		return "arange"
+	case Copy:
+		return "copy"
+	case Add:
+		return "add"
+	case Scale:
+		return "scale"
+	case WaitValue:
+		return "wait"
+	case WriteValue:
+		return "write"
+	case PeerReduce:
+		return "peer-reduce"
+	}
+	return fmt.Sprintf("%T", c)
+}
+
 // ValidateBatch validates every command of a batch; backends call it in Submit.
 func ValidateBatch(batch []Command) error {
 	for i, c := range batch {

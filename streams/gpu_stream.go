@@ -247,23 +247,7 @@ func commandName(cmds []gpu.Command) string {
 	if len(cmds) == 0 {
 		return "marker"
 	}
-	switch cmds[len(cmds)-1].(type) {
-	case gpu.Fill:
-		return "fill"
-	case gpu.Arange:
-		return "arange"
-	case gpu.Copy:
-		return "copy"
-	case gpu.Add:
-		return "add"
-	case gpu.Scale:
-		return "scale"
-	case gpu.WaitValue:
-		return "wait_value"
-	case gpu.WriteValue:
-		return "write_value"
-	}
-	return "command"
+	return gpu.Name(cmds[len(cmds)-1])
 }
 
 // finish runs a message's callback, recovering a panic in it.

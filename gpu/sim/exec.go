@@ -7,29 +7,6 @@ import (
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
-// opName is the short name of a command in error messages.
-func opName(c gpu.Command) string {
-	switch c.(type) {
-	case gpu.Fill:
-		return "fill"
-	case gpu.Arange:
-		return "arange"
-	case gpu.Copy:
-		return "copy"
-	case gpu.Add:
-		return "add"
-	case gpu.Scale:
-		return "scale"
-	case gpu.WaitValue:
-		return "wait"
-	case gpu.WriteValue:
-		return "write"
-	case gpu.PeerReduce:
-		return "peer-reduce"
-	}
-	return fmt.Sprintf("%T", c)
-}
-
 // checkOwned verifies, after gpu.ValidateBatch, that the batch names only
 // buffers and words of this device, still live unless freedOK (a batch of
 // units: a freed object fails its unit when it runs), and only command
@@ -61,7 +38,7 @@ func (q *queue) checkOwned(cmds []gpu.Command, freedOK bool) error {
 			err = fmt.Errorf("unknown command type: %w", gpu.ErrBadArgument)
 		}
 		if err != nil && !(freedOK && errors.Is(err, gpu.ErrClosed)) {
-			return fmt.Errorf("sim: submit: %s: command %d: %w", opName(c), i, err)
+			return fmt.Errorf("sim: submit: %s: command %d: %w", gpu.Name(c), i, err)
 		}
 	}
 	return nil
@@ -172,10 +149,10 @@ func (q *queue) execUnit(cmds []gpu.Command, start, end int) (int, error) {
 	for i := start; i < end; i++ {
 		c := cmds[i]
 		if q.aborted.Load() {
-			return i, errClosedf("%s: command %d: queue closed before it ran", opName(c), i)
+			return i, errClosedf("%s: command %d: queue closed before it ran", gpu.Name(c), i)
 		}
 		if err := q.exec1(i, c); err != nil {
-			return i, fmt.Errorf("sim: %s: command %d: %w", opName(c), i, err)
+			return i, fmt.Errorf("sim: %s: command %d: %w", gpu.Name(c), i, err)
 		}
 	}
 	return end, nil
