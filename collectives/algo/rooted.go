@@ -98,24 +98,32 @@ func (c *coll) checkRooted(part []byte, full []byte) error {
 	return nil
 }
 
-func (c *coll) gather(in, out []byte) error {
-	if err := c.checkRooted(in, out); err != nil {
-		return err
+// beginRooted is what gather and scatter do before their messages: the
+// checks and the algorithm for a block part of the root's buffer full, a
+// group of one (dst = src), the direct path, the match. done says the
+// collective is over (with err).
+func (c *coll) beginRooted(part, full, dst, src []byte, direct func() error) (done bool, err error) {
+	if err := c.checkRooted(part, full); err != nil {
+		return true, err
 	}
-	if err := c.resolveRooted(len(in)); err != nil {
-		return err
+	if err := c.resolveRooted(len(part)); err != nil {
+		return true, err
 	}
-	if c.n == 1 {
+	switch {
+	case c.n == 1:
 		if err := c.postMatch(); err != nil {
-			return err
+			return true, err
 		}
-		copyUnlessSame(out, in)
-		return nil
+		copyUnlessSame(dst, src)
+		return true, nil
+	case c.alg == Direct:
+		return true, direct()
 	}
-	if c.alg == Direct {
-		return c.directGather(in, out)
-	}
-	if err := c.match(); err != nil {
+	return false, c.match()
+}
+
+func (c *coll) gather(in, out []byte) error {
+	if done, err := c.beginRooted(in, out, out, in, func() error { return c.directGather(in, out) }); done || err != nil {
 		return err
 	}
 	l, root := len(in), c.d.Root
@@ -149,23 +157,7 @@ func (c *coll) gather(in, out []byte) error {
 }
 
 func (c *coll) scatter(in, out []byte) error {
-	if err := c.checkRooted(out, in); err != nil {
-		return err
-	}
-	if err := c.resolveRooted(len(out)); err != nil {
-		return err
-	}
-	if c.n == 1 {
-		if err := c.postMatch(); err != nil {
-			return err
-		}
-		copyUnlessSame(out, in)
-		return nil
-	}
-	if c.alg == Direct {
-		return c.directScatter(in, out)
-	}
-	if err := c.match(); err != nil {
+	if done, err := c.beginRooted(out, in, out, in, func() error { return c.directScatter(in, out) }); done || err != nil {
 		return err
 	}
 	l, root := len(out), c.d.Root
