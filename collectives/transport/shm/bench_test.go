@@ -54,8 +54,8 @@ const (
 	envBenchEcho = "CHOREO_SHM_BENCH_ECHO"
 	envBenchN    = "CHOREO_SHM_BENCH_N"
 	envBenchAddr = "CHOREO_SHM_BENCH_ADDR" // tcp: "rank 1 listens at"
-	// envBenchDelay, a duration, makes rank 1 echo that late (the
-	// variable reaches rank 1 through the environment).
+	// envBenchDelay, a duration, keeps rank 1 busy that long before each
+	// Recv (the variable reaches rank 1 through the environment).
 	envBenchDelay = "CHOREO_SHM_BENCH_DELAY"
 )
 
@@ -92,16 +92,17 @@ func benchEnd(ctx context.Context, tr transport.Transport, size int, echo bool, 
 			}
 			continue
 		}
+		if delay > 0 {
+			// A busy peer: rank 0's message comes while rank 1 is
+			// elsewhere, and rank 1 echoes that late. (A busy wait:
+			// sleeps are far coarser than this.)
+			for t := time.Now(); time.Since(t) < delay; {
+			}
+		}
 		if err := tr.Recv(ctx, peer, tag, in); err != nil {
 			return err
 		}
 		if echo {
-			if delay > 0 {
-				// A late peer: the echo comes after rank 0's polling.
-				// (A busy wait: sleeps are far coarser than this.)
-				for t := time.Now(); time.Since(t) < delay; {
-				}
-			}
 			tag.Step = 1
 			if err := tr.Send(ctx, peer, tag, in); err != nil {
 				return err

@@ -19,11 +19,16 @@
 // straight into the receiver's buffer. Messages are matched by Tag, in
 // order per tag; different tags never wait for each other.
 //
-// A rank's pump goroutine for a peer (running only while calls are in
-// flight, and briefly at each heartbeat) consumes the incoming lane and
-// reads the pair's socket. It polls briefly, then sets its lane's sleep
-// word and blocks on the socket; a sender that sees the word rings a
-// doorbell there. The socket also carries what must not wait for ring
+// A call that waits for its peer (a Recv, a rendezvous Send's
+// clear-to-send) first polls the incoming lane itself, consuming what
+// arrives on its own goroutine, for an adaptive budget where the host has
+// a CPU per rank (see poll.go); while it polls, the lane's polling word
+// tells the sender to ring no doorbell. A rank's pump goroutine for a peer
+// (running only while calls are in flight, and briefly at each heartbeat)
+// consumes the incoming lane otherwise and reads the pair's socket. It
+// sets its lane's sleep word and blocks on the socket; a sender that sees
+// the word (and no poller) rings a doorbell there; a parked call also
+// looks at the lane on a timer. The socket also carries what must not wait for ring
 // space (aborts with their cause codes, retractions, room for a blocked
 // sender, pings) and tells liveness: a peer's process that ends closes its
 // end at once, and survivors fail its operations with

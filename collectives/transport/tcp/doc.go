@@ -87,7 +87,10 @@
 // arrived reads the connection its tag travels on itself, on its own
 // goroutine, when no reader runs there: the message needs no hand-off
 // from a reader goroutine to the Recv (a wake-up less per message, much
-// of a small message's latency). Otherwise a reader goroutine reads while
+// of a small message's latency). Where the host has a CPU per local rank
+// it first polls the socket with reads that do not wait, for an adaptive
+// budget (see poll.go), so that a message that comes meanwhile wakes no
+// one. Otherwise a reader goroutine reads while
 // something waits on it (parked Recvs, Sends waiting for their CTS,
 // matched messages still streaming in) and ends between frames once
 // nothing does; so ABORT frames go on every connection. Between
