@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
@@ -98,8 +99,9 @@ func (f *benchFlags) check() (gpu.DType, []string, error) {
 // ranks that are processes (demo launch -n ranks bench) or, with --inproc,
 // in-process ranks.
 type benchCmd struct {
-	Ranks  int  `help:"Ranks: processes of one rank each, or in-process ranks with --inproc." default:"4"`
-	Inproc bool `help:"Hold every rank in this process (collectives.Local) instead of launching processes."`
+	Ranks    int    `help:"Ranks: processes of one rank each, or in-process ranks with --inproc." default:"4"`
+	Inproc   bool   `help:"Hold every rank in this process (collectives.Local) instead of launching processes."`
+	Datapath string `help:"With --inproc: the data path, staged (the host path) or device (kernels read the peers' device buffers: all-reduce, all-gather, reduce-scatter, broadcast)." enum:"staged,device" default:"staged"`
 	benchFlags
 	obsFlags
 }
@@ -112,14 +114,19 @@ func (c *benchCmd) Run(g *globals) error {
 	if !c.Inproc {
 		return launchNodes(g, c.Ranks, append([]string{"bench"}, c.args()...), launchSpec{obs: c.obsFlags})
 	}
-	w, err := newObservedWorld(g.log, c.Backend, c.Ranks, c.Timeout, c.obsFlags)
+	path := collectives.DataPathStaged
+	if c.Datapath == "device" {
+		path = collectives.DataPathDevice
+	}
+	w, err := newObservedWorld(g.log, c.Backend, c.Ranks, c.Timeout, c.obsFlags, collectives.WithDataPath(path))
 	if err != nil {
 		return err
 	}
 	defer w.close()
+	w.path = path
 	// The latency line's two ranks: a world of their own, after the sweep.
 	pair := func() (*world, func(), error) {
-		pw, err := newLocalWorld(g.log, c.Backend, 2, c.Timeout)
+		pw, err := newLocalWorld(g.log, c.Backend, 2, c.Timeout, collectives.WithDataPath(path))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -149,6 +156,7 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 	if w.lead() {
 		out = os.Stdout
 		fmt.Printf("choreo bench: %s, %s\n", w.describe(), dt)
+		fmt.Printf("data path: %s\n", w.pathLine())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.Timeout+time.Minute)
 	defer cancel()
@@ -172,6 +180,14 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 	fmt.Fprintf(tw, "memcpy (1 core)\t%d\t\t\t\t%.1f\t\t%.3f\t\t\t\n", f.largest(), us(memcpy.t), memcpy.gbps)
 	if staged {
 		fmt.Fprintf(tw, "staging floor (D2H+H2D, %d ranks at once)\t%d\t\t\t\t%.1f\t\t\t%.3f\t\t\n", w.size, f.largest(), us(floor.t), floor.busbw)
+	}
+	if w.path == collectives.DataPathDevice && w.lead() {
+		c, err := measureDeviceCopy(w.dev, f.largest())
+		if err != nil {
+			return err
+		}
+		n := float64(w.size)
+		fmt.Fprintf(tw, "device copy C (read+written; all-reduce floor (n-1)/n^2 C)\t%d\t\t\t\t\t\t%.1f\t%.1f\t\t\n", f.largest(), c/1e9, c*(n-1)/(n*n)/1e9)
 	}
 	_ = tw.Flush()
 	if slices.ContainsFunc(ops, exchangeOp) {

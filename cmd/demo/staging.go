@@ -81,3 +81,48 @@ func measureStaging(dev gpu.Device, lanes, ranks, size int) (r stagingResult, ok
 	algbw := float64(size) / best.Seconds() / 1e9
 	return stagingResult{t: best, busbw: algbw * 2 * float64(ranks-1) / float64(ranks)}, true, nil
 }
+
+// measureDeviceCopy is the device's copy rate C (bytes read plus written
+// per second): the best of 5 batches of 8 device-to-device copies of size
+// bytes (a batch, so the completion's notice is paid once).
+func measureDeviceCopy(dev gpu.Device, size int) (c float64, err error) {
+	q, err := dev.NewQueue()
+	if err != nil {
+		return 0, fmt.Errorf("device copy: %w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = errors.Join(err, q.Close(ctx))
+		cancel()
+	}()
+	var bufs [2]gpu.Buffer
+	for i := range bufs {
+		if bufs[i], err = dev.Alloc(size, gpu.DeviceMem); err != nil {
+			return 0, fmt.Errorf("device copy: %w", err)
+		}
+		defer bufs[i].Free()
+	}
+	const reps = 8
+	cmds := make([]gpu.Command, reps)
+	for i := range cmds {
+		cmds[i] = gpu.Copy{Dst: bufs[i%2], Src: bufs[1-i%2], Bytes: size}
+	}
+	best := time.Duration(1<<63 - 1)
+	for range 5 {
+		done := make(chan error, 1)
+		t0 := time.Now()
+		if err := q.Submit(cmds, func(err error) { done <- err }); err != nil {
+			return 0, fmt.Errorf("device copy: %w", err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				return 0, fmt.Errorf("device copy: %w", err)
+			}
+		case <-time.After(time.Minute):
+			return 0, fmt.Errorf("device copy: no completion within a minute")
+		}
+		best = min(best, time.Since(t0))
+	}
+	return 2 * float64(size) * reps / best.Seconds(), nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,15 +34,30 @@ type world struct {
 	s      []*streams.GPU
 	joined bool // the other ranks are other processes
 	obs    *observed
+	path   collectives.DataPath // the data path asked for (in-process worlds)
 }
 
-func newLocalWorld(log *zap.Logger, backend string, n int, timeout time.Duration) (*world, error) {
-	return newObservedWorld(log, backend, n, timeout, obsFlags{})
+// pathLine says which data path the world's collectives take.
+func (w *world) pathLine() string {
+	switch {
+	case w.path == collectives.DataPathDevice && !w.joined:
+		if _, ok := w.dev.(gpu.PeerDevice); ok {
+			return "device-resident (all-reduce, all-gather, reduce-scatter, broadcast: kernels read the peers' device buffers; the other ops host-staged)"
+		}
+		return "host (asked for device, but this device has no peer tables)"
+	case w.dev.Properties().HostVisibleDeviceMem:
+		return "host (the CPU sees device memory: no staging)"
+	}
+	return "host-staged (device memory copied through pinned host memory)"
+}
+
+func newLocalWorld(log *zap.Logger, backend string, n int, timeout time.Duration, opts ...collectives.Option) (*world, error) {
+	return newObservedWorld(log, backend, n, timeout, obsFlags{}, opts...)
 }
 
 // newObservedWorld is newLocalWorld whose ranks are traced and counted as
 // f asks.
-func newObservedWorld(log *zap.Logger, backend string, n int, timeout time.Duration, f obsFlags) (*world, error) {
+func newObservedWorld(log *zap.Logger, backend string, n int, timeout time.Duration, f obsFlags, opts ...collectives.Option) (*world, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("ranks must be >= 1, got %d", n)
 	}
@@ -55,7 +71,7 @@ func newObservedWorld(log *zap.Logger, backend string, n int, timeout time.Durat
 		return nil, err
 	}
 	w.obs = obs
-	groups, err := collectives.Local(w.rt, n, append([]collectives.Option{collectives.WithTimeout(timeout)}, obs.options()...)...)
+	groups, err := collectives.Local(w.rt, n, slices.Concat([]collectives.Option{collectives.WithTimeout(timeout)}, obs.options(), opts)...)
 	if err == nil {
 		err = w.hold(groups)
 	}
