@@ -11,10 +11,7 @@ import (
 const (
 	DefaultSlotSize    = 256 << 10
 	DefaultSlots       = 16
-	// DefaultEagerMax leaves room above 64 KiB for a small header, so
-	// that a 64 KiB payload sent with one (the 2-rank all-reduce's match
-	// signature) still goes at once.
-	DefaultEagerMax    = 65 << 10
+	DefaultEagerMax    = 65 << 10 // 64 KiB and a small header (a 2-rank all-reduce's signature)
 	DefaultMaxBuffered = 4 << 20
 	// DefaultHeartbeatInterval is the longest default HeartbeatInterval:
 	// the heartbeat also moves what arrives while nothing waits on a peer.
