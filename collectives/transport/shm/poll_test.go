@@ -7,47 +7,8 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
-
-// TestPollerAdapts: a wait longer than the budget halves it down to min, a
-// short one doubles it back up to max, and a preemption drops it to min
-// until calmFor has passed.
-func TestPollerAdapts(t *testing.T) {
-	var q poller
-	q.init(maxPoll)
-	if q.budget() != maxPoll {
-		t.Fatalf("budget %v, want %v", q.budget(), maxPoll)
-	}
-	for range 10 {
-		q.waited(time.Millisecond)
-	}
-	if q.budget() != minPoll {
-		t.Fatalf("after long waits: budget %v, want %v", q.budget(), minPoll)
-	}
-	for range 10 {
-		q.waited(time.Microsecond)
-	}
-	if q.budget() != maxPoll {
-		t.Fatalf("after short waits: budget %v, want %v", q.budget(), maxPoll)
-	}
-	q.preempted()
-	q.waited(time.Microsecond)
-	if q.budget() != minPoll {
-		t.Fatalf("short wait right after a preemption: budget %v, want %v", q.budget(), minPoll)
-	}
-	q.calm.Store(time.Now().Add(-time.Second).UnixNano())
-	q.waited(time.Microsecond)
-	if q.budget() != 2*minPoll {
-		t.Fatalf("short wait once calm: budget %v, want %v", q.budget(), 2*minPoll)
-	}
-	var off poller
-	off.init(0)
-	off.waited(time.Microsecond)
-	off.waited(time.Second)
-	if off.budget() != 0 {
-		t.Fatalf("polling off: budget %v", off.budget())
-	}
-}
 
 // cpuTime is this process's CPU time so far.
 func cpuTime(t *testing.T) time.Duration {
@@ -69,7 +30,7 @@ func TestLongWaitDoesNotSpin(t *testing.T) {
 		}
 	}()
 	for _, tr := range ts {
-		tr.poll.init(maxPoll) // polling on, whatever this host's CPUs
+		tr.poll.Init(spin.MaxPoll) // polling on, whatever this host's CPUs
 	}
 	const wait = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

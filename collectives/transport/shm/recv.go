@@ -82,7 +82,7 @@ func (t *Transport) recv(ctx context.Context, src int, tag transport.Tag, into [
 	// where processors are to spare (see poll).
 	start := time.Now()
 	if p.poll(func() bool { return len(r.done) > 0 }) {
-		p.t.poll.waited(time.Since(start))
+		p.t.poll.Waited(time.Since(start))
 		return <-r.done
 	}
 	rc := recheck{p: p}
@@ -91,7 +91,7 @@ wait:
 	for {
 		select {
 		case err := <-r.done:
-			p.t.poll.waited(time.Since(start))
+			p.t.poll.Waited(time.Since(start))
 			return err
 		case <-ctx.Done():
 			break wait

@@ -154,7 +154,7 @@ wait:
 	for {
 		select {
 		case kind = <-s.cts:
-			t.poll.waited(time.Since(start))
+			t.poll.Waited(time.Since(start))
 			break wait
 		case err := <-s.fail:
 			return giveUp(false, err)
@@ -207,7 +207,7 @@ func (p *peer) put(ctx context.Context, wait bool, fill func(slot []byte) bool) 
 		}
 		head := l.head.Load()
 		free := func() bool { return head-l.tail.Load() < slots }
-		if free() || (wait && spin.Until(p.t.poll.budget(), free)) {
+		if free() || (wait && spin.Until(p.t.poll.Budget(), free)) {
 			if !fill(l.slot(head)) {
 				p.wmu.Unlock()
 				return false, nil

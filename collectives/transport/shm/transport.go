@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // maxRTS bounds the messages per peer that wait for their Recv (a sender
@@ -53,7 +54,7 @@ type Transport struct {
 	timer   *time.Timer
 
 	aborts transport.Aborts
-	poll   poller // how long a waiting call polls (see poll.go)
+	poll   spin.Adaptive // how long a waiting call polls (see poll.go)
 
 	refused, protoErrs, lostPeers atomic.Uint64
 	closeOnce                     sync.Once
@@ -82,7 +83,7 @@ func (t *Transport) Stats() Stats {
 func newTransport(cfg Config) *Transport {
 	t := &Transport{cfg: cfg, rank: cfg.Rank, size: cfg.Size, peers: make([]*peer, cfg.Size),
 		epoch: time.Now(), done: make(chan struct{})}
-	t.poll.init(pollBudget(cfg.Size))
+	t.poll.Init(spin.PollBudget(envPoll, cfg.Size))
 	for r := range cfg.Size {
 		if r != cfg.Rank {
 			t.peers[r] = newPeer(t, r)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // aLongTimeAgo is a read deadline that wakes a blocked reader at once.
@@ -585,9 +586,9 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 		defer stop()
 	}
 	// Poll first (see poll.go), then wait in the netpoller.
-	budget := c.t.poll.budget()
+	budget := c.t.poll.Budget()
 	c.nowait = budget > 0
-	var clock pollClock
+	var clock spin.PollClock
 	start := time.Now()
 	for len(r.done) == 0 {
 		err := c.step()
@@ -595,7 +596,7 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 			continue
 		}
 		if err == errWouldBlock {
-			if !clock.more(&c.t.poll, budget) {
+			if !clock.More(&c.t.poll, budget) {
 				c.nowait = false
 			}
 			continue
@@ -618,7 +619,7 @@ func (c *conn) readFor(ctx context.Context, r *op) bool {
 		return true
 	}
 	c.nowait = false
-	c.t.poll.waited(time.Since(start))
+	c.t.poll.Waited(time.Since(start))
 	c.mu.Lock()
 	c.reading = false
 	if !c.dead && (c.waiters.Load() > 0 || c.left > 0 || c.hn > 0) {

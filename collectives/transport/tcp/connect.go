@@ -144,7 +144,7 @@ func newTransport(cfg Config) *Transport {
 		epoch: time.Now(),
 		done:  make(chan struct{}),
 	}
-	t.poll.init(pollBudget(cfg))
+	t.poll.Init(pollBudget(cfg))
 	for r := range cfg.Size {
 		if r == cfg.Rank {
 			continue

@@ -62,7 +62,7 @@ type Transport struct {
 	timer   *time.Timer
 
 	aborts transport.Aborts // the collectives aborted here, bounded
-	poll   poller           // how long a Recv polls its socket (see poll.go)
+	poll   spin.Adaptive    // how long a Recv polls its socket (see poll.go)
 
 	refused, protoErrs, lostPeers atomic.Uint64
 	closeOnce                     sync.Once
