@@ -27,6 +27,7 @@ type plan struct {
 	outDType gpu.DType
 	donate   bool
 	p2p      bool // sequence numbers per peer pair, not per group
+	even     bool // an all-to-all of equal blocks (the device path runs it)
 	// run is the collective itself, on host bytes; out is nil for Send.
 	run func(ctx context.Context, d algo.Desc, in, out []byte) error
 }

@@ -26,7 +26,8 @@ const (
 	DataPathStaged
 	// DataPathDevice: device-resident wherever the path can run (ranks in
 	// this process on one device with peer tables, an op with a device
-	// plan: all-reduce, all-gather, reduce-scatter, broadcast), also on a
+	// plan: all-reduce, all-gather, reduce-scatter, broadcast, all-to-all
+	// of equal blocks), also on a
 	// device whose memory the CPU sees (the sim); host-staged elsewhere.
 	// Every rank of a group must choose it (ranks on different paths fail
 	// with ErrMismatch), and every rank's stream must be on one device
@@ -71,6 +72,10 @@ func (g *Group) devicePath(p plan) bool {
 	}
 	switch p.desc.Kind {
 	case algo.KindAllReduce, algo.KindAllGather, algo.KindReduceScatter, algo.KindBroadcast:
+	case algo.KindAllToAll:
+		if !p.even { // uneven blocks start where the peers' counts say, known only at run time
+			return false
+		}
 	default:
 		return false
 	}

@@ -207,6 +207,13 @@ func (c *call) deviceKernels() []gpu.Command {
 		return []gpu.Command{cmd(0, n, n+r, n+r+1, lo, 0, hi-lo)}
 	case algo.KindBroadcast:
 		return []gpu.Command{cmd(d.Root, d.Root+1, n+r, n+r+1, 0, 0, d.Count)}
+	case algo.KindAllToAll: // equal blocks: rank q's block r lands in block q
+		blk := d.Count / n
+		cmds := make([]gpu.Command, n)
+		for q := range n {
+			cmds[q] = cmd(q, q+1, n+r, n+r+1, r*blk, q*blk, blk)
+		}
+		return cmds
 	case algo.KindAllGather:
 		cmds := make([]gpu.Command, n)
 		for q := range n {

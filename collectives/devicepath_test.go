@@ -18,7 +18,7 @@ import (
 )
 
 // TestDevicePathMatrix: all-reduce (every op, in place and not, small and
-// partitioned), all-gather, reduce-scatter and broadcast on the
+// partitioned), all-gather, reduce-scatter, broadcast and all-to-all on the
 // device-resident path, 2-4 ranks, every dtype, R20 sizes; results as on
 // the host path (integers exact, floats within R20's tolerances).
 func TestDevicePathMatrix(t *testing.T) {
@@ -44,6 +44,7 @@ func deviceCase(t *testing.T, w *world, n int, dt gpu.DType, count int) {
 	root := count % n
 	ins := make([][]float64, n)
 	ar, arIn, ag, rs, bc := make([]*array.Array, n), make([]*array.Array, n), make([]*array.Array, n), make([]*array.Array, n), make([]*array.Array, n)
+	a2a, a2aIn := make([]*array.Array, n), make([][]float64, n)
 	for r := range n {
 		g, s := w.groups[r], w.s[r]
 		ins[r] = rounded(dt, input(dt, r, count))
@@ -64,6 +65,10 @@ func deviceCase(t *testing.T, w *world, n int, dt gpu.DType, count int) {
 		if bc[r], err = g.Broadcast(s, x, root); err != nil {
 			t.Fatal(err)
 		}
+		a2aIn[r] = rounded(dt, input(dt, r+7, n*count))
+		if a2a[r], err = g.AllToAll(s, fromFloat64(t, s, dt, a2aIn[r], n*count)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	full := reduceRef(dt, op, ins)
 	for r := range n {
@@ -81,6 +86,13 @@ func deviceCase(t *testing.T, w *world, n int, dt gpu.DType, count int) {
 		}
 		if err := compare(dt, values(t, dt, bc[r]), ins[root]); err != nil {
 			t.Fatalf("broadcast from %d rank %d: %v", root, r, err)
+		}
+		var want []float64
+		for q := range n {
+			want = append(want, a2aIn[q][r*count:(r+1)*count]...)
+		}
+		if err := compare(dt, values(t, dt, a2a[r]), want); err != nil {
+			t.Fatalf("alltoall rank %d: %v", r, err)
 		}
 		if err := w.groups[r].Wait(testenv.Ctx(t, 60*time.Second)); err != nil {
 			t.Fatalf("rank %d: %v", r, err)
@@ -152,6 +164,20 @@ func TestDevicePathFailures(t *testing.T) {
 	for r := range 2 {
 		if err := outs[r].Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrShapeMismatch) {
 			t.Fatalf("rank %d: %v, want ErrShapeMismatch", r, err)
+		}
+		w.groups[r].Wait(testenv.Ctx(t, 30*time.Second))
+	}
+	// An all-to-all whose ranks' blocks differ: the same.
+	for r := range 2 {
+		y, err := w.groups[r].AllToAll(w.s[r], fromFloat64(t, w.s[r], gpu.Int32, make([]float64, 4+2*r), 4+2*r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[r] = y
+	}
+	for r := range 2 {
+		if err := outs[r].Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrShapeMismatch) {
+			t.Fatalf("alltoall rank %d: %v, want ErrShapeMismatch", r, err)
 		}
 		w.groups[r].Wait(testenv.Ctx(t, 30*time.Second))
 	}

@@ -29,7 +29,7 @@ func (g *Group) AllToAll(s *streams.GPU, x *array.Array) (*array.Array, error) {
 	for j := range counts {
 		counts[j] = rows
 	}
-	return g.allToAll(s, x, counts, counts, x.Shape())
+	return g.allToAll(s, x, counts, counts, x.Shape(), true)
 }
 
 // AllToAllV sends sendCounts[j] rows of x (along its first axis, in order)
@@ -62,18 +62,19 @@ func (g *Group) AllToAllV(s *streams.GPU, x *array.Array, sendCounts, recvCounts
 	if sent != x.Shape()[0] {
 		return bad("send counts add up to %d rows, x has %d", sent, x.Shape()[0])
 	}
-	return g.allToAll(s, x, slices.Clone(sendCounts), slices.Clone(recvCounts), append([]int{got}, x.Shape()[1:]...))
+	return g.allToAll(s, x, slices.Clone(sendCounts), slices.Clone(recvCounts), append([]int{got}, x.Shape()[1:]...), false)
 }
 
-// allToAll launches an all-to-all of rows of x; counts are in rows.
-func (g *Group) allToAll(s *streams.GPU, x *array.Array, sendRows, recvRows []int, outShape []int) (*array.Array, error) {
+// allToAll launches an all-to-all of rows of x; counts are in rows; even
+// says every block has the same rows (AllToAll).
+func (g *Group) allToAll(s *streams.GPU, x *array.Array, sendRows, recvRows []int, outShape []int, even bool) (*array.Array, error) {
 	row := sizeOf(x.Shape()[1:])
 	send, recv := make([]int, len(sendRows)), make([]int, len(recvRows))
 	for j := range sendRows {
 		send[j], recv[j] = sendRows[j]*row, recvRows[j]*row
 	}
 	algoOpts := g.cfg.algo
-	return g.launch(plan{desc: descOf(algo.KindAllToAll, x), s: s, in: x, hasOut: true, outShape: outShape, outDType: x.DType(),
+	return g.launch(plan{desc: descOf(algo.KindAllToAll, x), s: s, in: x, hasOut: true, outShape: outShape, outDType: x.DType(), even: even,
 		run: func(ctx context.Context, d algo.Desc, in, out []byte) error {
 			return algo.AllToAll(ctx, g.t, d, in, out, send, recv, algoOpts...)
 		}})

@@ -11,7 +11,11 @@ import (
 // path, for the first buffer of the window the path exposes (WindowTag).
 func DeviceSignature(d Desc) []byte {
 	c := &coll{d: d, alg: DeviceResident}
-	return c.signature().encode()
+	s := c.signature()
+	if d.Kind == KindAllToAll {
+		s.count = int64(d.Count) // the device path's all-to-all has equal blocks: matched like a shape
+	}
+	return s.encode()
 }
 
 // WindowTag is the tag of d's PeerAccess window: the same for every data
