@@ -172,8 +172,8 @@ func (g *Group) prepare(name string, p plan) (*call, error) {
 		parts: pipelineParts(p)}
 	c.staged = !c.dev.Properties().HostVisibleDeviceMem
 	c.hasEvent = p.in != nil && (c.staged || !p.in.Ready() || p.donate)
-	if g.devicePath(p) && c.newPeerTable() == nil { // else (no peer kernels): the host path
-		c.device, c.staged, c.hasEvent, c.parts = true, false, true, 1
+	if g.devicePath(p) && (p.desc.Kind == algo.KindSend || c.newPeerTable() == nil) { // else (no peer kernels): the host path
+		c.device, c.staged, c.hasEvent, c.parts = true, false, p.in != nil, 1
 	}
 	if err := c.allocate(); err != nil {
 		c.releaseHold()

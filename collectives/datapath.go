@@ -27,7 +27,7 @@ const (
 	// DataPathDevice: device-resident wherever the path can run (ranks in
 	// this process on one device with peer tables, an op with a device
 	// plan: all-reduce, all-gather, reduce-scatter, broadcast, all-to-all
-	// of equal blocks), also on a
+	// of equal blocks, send and recv), also on a
 	// device whose memory the CPU sees (the sim); host-staged elsewhere.
 	// Every rank of a group must choose it (ranks on different paths fail
 	// with ErrMismatch), and every rank's stream must be on one device
@@ -76,11 +76,23 @@ func (g *Group) devicePath(p plan) bool {
 		if !p.even { // uneven blocks start where the peers' counts say, known only at run time
 			return false
 		}
+	case algo.KindSend, algo.KindRecv:
 	default:
 		return false
 	}
-	if p.in == nil || !p.hasOut {
-		return false
+	switch p.desc.Kind {
+	case algo.KindSend:
+		if p.in == nil {
+			return false
+		}
+	case algo.KindRecv:
+		if !p.hasOut {
+			return false
+		}
+	default:
+		if p.in == nil || !p.hasOut {
+			return false
+		}
 	}
 	// What the match must refuse on every rank stays on the host path,
 	// whose match does (a kernel cannot be queued for it).

@@ -161,6 +161,12 @@ func (c *call) releaseHold() {
 // encodeDevice puts the device-resident GPU side on the stream; it returns
 // the events of the input update and of the last wait, for the ledger.
 func (c *call) encodeDevice() (upd, last streams.Event, err error) {
+	switch c.p.desc.Kind {
+	case algo.KindSend:
+		return c.encodeDeviceSend()
+	case algo.KindRecv:
+		return c.encodeDeviceRecv()
+	}
 	f, s := c.fin, c.s
 	if err := f.UpdateGPU(s, c.p.in); err != nil {
 		return upd, last, err
@@ -226,6 +232,12 @@ func (c *call) deviceKernels() []gpu.Command {
 
 // runDevice is the comm task of a device-resident call.
 func (c *call) runDevice(ctx context.Context) error {
+	switch c.p.desc.Kind {
+	case algo.KindSend:
+		return c.runDeviceSend(ctx)
+	case algo.KindRecv:
+		return c.runDeviceRecv(ctx)
+	}
 	p, t := c.p, c.g.t
 	abort := func(err error) error {
 		if !algo.Agreed(err) {
@@ -320,6 +332,16 @@ func (c *call) peerHandles(w transport.Window) ([]*handle, error) {
 // newHandles takes the shares of the call's input and output that the
 // ranks' kernels will hold (at launch, while the arrays are live).
 func (c *call) newHandles() error {
+	switch c.p.desc.Kind {
+	case algo.KindSend: // one share, for the receiver's kernel
+		in, err := newHandle(c.inMem, c.dev, 1)
+		c.handles[0] = in
+		return err
+	case algo.KindRecv: // one share, for this rank's own kernel
+		out, err := newHandle(c.outMem, c.dev, 1)
+		c.handles[1] = out
+		return err
+	}
 	n := c.g.Size()
 	in, err := newHandle(c.inMem, c.dev, n)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/choreo-gpu/choreo/fence"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/internal/testenv"
+	"github.com/choreo-gpu/choreo/streams"
 )
 
 // TestDevicePathMatrix: all-reduce (every op, in place and not, small and
@@ -219,5 +220,113 @@ func TestDevicePathMeetsHostPath(t *testing.T) {
 		if err := outs[r].Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrMismatch) || errors.Is(err, collectives.ErrTimeout) {
 			t.Fatalf("rank %d (%v): %v, want ErrMismatch", r, paths[r], err)
 		}
+	}
+}
+
+// TestDevicePathSendRecv: on the device path, a ring (with 2 ranks both
+// ways between one pair) moves every dtype exactly, twice per pair in
+// order: even ranks send first, odd ones receive first, since a Send there
+// completes when its receiver has copied (a rendezvous, as a large message
+// on the host path); and the same ring as one Batch per rank; a receive of
+// another shape fails with ErrShapeMismatch on the receiver and aborts the
+// sender; a sender on the host path meets a receiver on the device path
+// with ErrMismatch.
+func TestDevicePathSendRecv(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		w := newWorld(t, n, collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(30*time.Second))
+		for _, dt := range gpu.DTypes {
+			for _, count := range []int{0, 1, 7, 1024} {
+				outs := make([][]*array.Array, n)
+				for r := range n {
+					right, left := (r+1)%n, (r+n-1)%n
+					sends := func() {
+						for k := range 2 {
+							x := fromFloat64(t, w.s[r], dt, rounded(dt, input(dt, r*10+k, count)), count)
+							if err := w.groups[r].Send(w.s[r], x, right); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					if r%2 == 0 {
+						sends()
+					}
+					for range 2 {
+						y, err := w.groups[r].Recv(w.s[r], []int{count}, dt, left)
+						if err != nil {
+							t.Fatal(err)
+						}
+						outs[r] = append(outs[r], y)
+					}
+					if r%2 == 1 {
+						sends()
+					}
+				}
+				for r := range n {
+					left := (r + n - 1) % n
+					for k, y := range outs[r] {
+						if err := compare(dt, values(t, dt, y), rounded(dt, input(dt, left*10+k, count))); err != nil {
+							t.Fatalf("n=%d %s count=%d rank %d message %d: %v", n, dt, count, r, k, err)
+						}
+					}
+					if err := w.groups[r].Wait(testenv.Ctx(t, 30*time.Second)); err != nil {
+						t.Fatalf("rank %d: %v", r, err)
+					}
+				}
+			}
+		}
+	}
+	// The ring as one Batch per rank, receives listed first.
+	w := newWorld(t, 3, collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(20*time.Second))
+	bouts := make([][]*array.Array, 3)
+	for r := range 3 {
+		x := fromFloat64(t, w.s[r], gpu.Int64, []float64{float64(r), 7}, 2)
+		var err error
+		if bouts[r], err = w.groups[r].Batch(w.s[r], collectives.RecvOp([]int{2}, gpu.Int64, (r+2)%3), collectives.SendOp(x, (r+1)%3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := range 3 {
+		if got := values(t, gpu.Int64, bouts[r][0]); got[0] != float64((r+2)%3) || got[1] != 7 {
+			t.Fatalf("batch ring rank %d: %v", r, got)
+		}
+	}
+	w = newWorld(t, 2, collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(20*time.Second))
+	if err := w.groups[0].Send(w.s[0], fromFloat64(t, w.s[0], gpu.Float32, []float64{1, 2, 3}, 3), 1); err != nil {
+		t.Fatal(err)
+	}
+	y, err := w.groups[1].Recv(w.s[1], []int{4}, gpu.Float32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrShapeMismatch) {
+		t.Fatalf("receive of 4 from a send of 3: %v, want ErrShapeMismatch", err)
+	}
+	if err := w.groups[0].Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrAborted) {
+		t.Fatalf("its sender: %v, want the receiver's abort", err)
+	}
+	// Host-path sender, device-path receiver.
+	rt := testenv.Runtime(t)
+	dev := testenv.Device(t)
+	ts := transport.NewLocal(2)
+	paths := []collectives.DataPath{collectives.DataPathStaged, collectives.DataPathDevice}
+	gs := make([]*collectives.Group, 2)
+	ss := make([]*streams.GPU, 2)
+	for r := range 2 {
+		g, err := collectives.New(rt, ts[r], 78, collectives.WithDataPath(paths[r]), collectives.WithTimeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		gs[r], ss[r] = g, testenv.Stream(t, rt, dev)
+	}
+	if err := gs[0].Send(ss[0], fromFloat64(t, ss[0], gpu.Float32, []float64{1, 2}, 2), 1); err != nil {
+		t.Fatal(err)
+	}
+	y, err = gs[1].Recv(ss[1], []int{2}, gpu.Float32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Wait(testenv.Ctx(t, 30*time.Second)); !errors.Is(err, collectives.ErrMismatch) || errors.Is(err, collectives.ErrTimeout) {
+		t.Fatalf("device receiver of a host sender: %v, want ErrMismatch", err)
 	}
 }

@@ -3,6 +3,7 @@ package algo
 import (
 	"bytes"
 	"errors"
+	"fmt"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
@@ -55,4 +56,37 @@ func MatchDevice(d Desc, n int, sigs [][]byte) error {
 func Agreed(err error) bool {
 	var a agreedError
 	return errors.As(err, &a)
+}
+
+// DeviceP2P is the point-to-point handshake of the device-resident path,
+// on the tags of a Send or Recv of the host path (tag is transport.P2PTag's
+// for the pair and count): the sender sends Hello (its signature and a
+// handle its receiver looks up) on Sig, the receiver answers Done on Data
+// once its kernel has copied the sender's buffer. A host-path peer meets
+// it on the same tags with a message of another size and fails at once.
+type DeviceP2P struct {
+	Sig, Data transport.Tag
+	Hello     []byte // the signature; the caller appends its handle
+}
+
+// NewDeviceP2P is d's handshake for the pair's tag.
+func NewDeviceP2P(d Desc, tag transport.Tag) DeviceP2P {
+	sig := signature{kind: KindSend, dtype: d.DType, count: int64(d.Count), alg: uint8(DeviceResident) << 1}.encode()
+	return DeviceP2P{Sig: tag.WithStep(stepP2PSig), Data: tag.WithStep(stepP2PData), Hello: sig}
+}
+
+// Check compares a received Hello's signature with this side's; a
+// difference is ErrShapeMismatch (dtype or count) or ErrMismatch.
+func (h DeviceP2P) Check(got []byte) error {
+	if len(got) < sigLen {
+		return fmt.Errorf("a hello of %d bytes: %w", len(got), ErrMismatch)
+	}
+	if !bytes.Equal(got[:sigLen], h.Hello) {
+		a, b := decodeSig(got[:sigLen]), decodeSig(h.Hello)
+		if a.alg != b.alg {
+			return fmt.Errorf("the sender is on another data path: %w", ErrMismatch)
+		}
+		return fmt.Errorf("sent %s x %d, receiving %s x %d: %w: %w", a.dtype, a.count, b.dtype, b.count, ErrShapeMismatch, ErrMismatch)
+	}
+	return nil
 }
