@@ -84,12 +84,25 @@ func (f *Fence) ID() uint64 { return f.st.id }
 func (f *Fence) String() string { return f.st.String() }
 
 // String names the fence: its id and label.
-func (st *state) String() string {
-	if st.label == "" {
-		return fmt.Sprint(st.id)
+func (st *state) String() string { return fenceName(st.id, st.label) }
+
+func fenceName(id uint64, label string) string {
+	if label == "" {
+		return fmt.Sprint(id)
 	}
-	return fmt.Sprintf("%d(%s)", st.id, st.label)
+	return fmt.Sprintf("%d(%s)", id, label)
 }
+
+// releasedError is why a wait after a normal release passed: "fence N:
+// fence released" (ErrReleased), formatted only when read. It holds the
+// fence's id and label, not its state, which is recycled.
+type releasedError struct {
+	id    uint64
+	label string
+}
+
+func (e releasedError) Error() string { return "fence " + fenceName(e.id, e.label) + ": " + ErrReleased.Error() }
+func (e releasedError) Unwrap() error { return ErrReleased }
 
 // Deadline is when the watchdog releases the fence if nothing else has.
 func (f *Fence) Deadline() time.Time {
@@ -310,7 +323,7 @@ func (st *state) release(cause error) {
 		st.cause = fmt.Errorf("fence %s: %w: %w", st, ErrReleased, cause)
 		guarded = st.guarded
 	} else {
-		st.cause = fmt.Errorf("fence %s: %w", st, ErrReleased)
+		st.cause = releasedError{st.id, st.label} // formatted only if read: a normal release is every collective's
 	}
 	st.guarded = nil
 	failed := st.cause
