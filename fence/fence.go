@@ -101,7 +101,9 @@ type releasedError struct {
 	label string
 }
 
-func (e releasedError) Error() string { return "fence " + fenceName(e.id, e.label) + ": " + ErrReleased.Error() }
+func (e releasedError) Error() string {
+	return "fence " + fenceName(e.id, e.label) + ": " + ErrReleased.Error()
+}
 func (e releasedError) Unwrap() error { return ErrReleased }
 
 // Deadline is when the watchdog releases the fence if nothing else has.
