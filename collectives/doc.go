@@ -21,14 +21,14 @@
 //
 // Where things are: ops.go (the public ops, each a plan), ops_exchange.go
 // (all-to-all, gather, scatter, reduce), batch.go (point-to-point ops
-// started together), choreography.go (launch: sequence numbers, checks,
-// the order of the steps), call.go (a call's resources: output, staging,
+// started together), choreography.go (launch: sequence numbers, checks, the
+// order of the steps), call.go (a call's resources: output, staging,
 // fences), gpuside.go (the GPU stream's commands), commtask.go (the comm
-// stream's task), datapath.go, devicecall.go, devicep2p.go and deviceshare.go
-// (the device-resident data path: kernels that read the peers' device
-// buffers), ledger.go (refusing
-// GPU stream orders that would deadlock), split.go (Split and subgroups),
-// staging.go (pinned staging buffers), report.go (the failure report). The package imports the layers
+// stream's task), datapath.go, devicecall.go, devicep2p.go and
+// deviceshare.go (the device-resident data path: kernels that read the
+// peers' device buffers), ledger.go (refusing GPU stream orders that would
+// deadlock), split.go (Split and subgroups), staging.go (pinned staging
+// buffers), report.go (the failure report). The package imports the layers
 // below it: actors, streams, fence, array, collectives/algo and
 // collectives/transport (see internal/layers).
 package collectives
