@@ -101,20 +101,13 @@ func (c *coll) checkBasic() error {
 	return nil
 }
 
-// trySender is implemented by transports that can send a message at once
-// when it need not wait for its Recv (tcp's eager messages): TrySend
-// either sends (done, with Send's result) or sends nothing.
-type trySender interface {
-	TrySend(ctx context.Context, dst int, tag transport.Tag, data []byte) (done bool, err error)
-}
-
 // exchange sends out to dst and receives in from src at once (the two may
 // be the same rank), returning when both are done. A send that goes at
-// once (trySender) is made first, on this goroutine: a goroutine for it
+// once (transport.TrySender) is made first, on this goroutine: a goroutine for it
 // would cost a hand-off per exchange, which is most of a small message's
 // latency.
 func (c *coll) exchange(ctx context.Context, step uint32, dst int, out []byte, src int, in []byte) error {
-	if ts, ok := c.t.(trySender); ok {
+	if ts, ok := c.t.(transport.TrySender); ok {
 		done, err := ts.TrySend(ctx, dst, c.tag(step), out)
 		if done {
 			if err != nil {

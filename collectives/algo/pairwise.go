@@ -1,10 +1,14 @@
 package algo
 
-import "context"
+import (
+	"context"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
 
 // pairwise sends sendTo(p) to every peer p and receives recvFrom(p) from
 // every peer p, all at once, on one step (each ordered pair exchanges one
-// message on it), under ctx. Sends that go at once (trySender) are made on this
+// message on it), under ctx. Sends that go at once (transport.TrySender) are made on this
 // goroutine; the rest, and all receives but the last, get goroutines of
 // their own. It returns when all are done, or at the first failure, which
 // stops the others.
@@ -14,7 +18,7 @@ func (c *coll) pairwise(ctx context.Context, step uint32, sendTo, recvFrom func(
 		return c.exchange(ctx, step, p, sendTo(p), p, recvFrom(p))
 	}
 	g := newTasks(ctx)
-	ts, _ := c.t.(trySender)
+	ts, _ := c.t.(transport.TrySender)
 	for k := 1; k < c.n; k++ {
 		dst := mod(c.rank+k, c.n)
 		if ts != nil {

@@ -32,12 +32,6 @@ type traced struct {
 	rec *trace.Recorder
 }
 
-// trySender is the optional fast send of transports that have one (the
-// algorithms' exchange uses it when present).
-type trySender interface {
-	TrySend(ctx context.Context, dst int, tag Tag, data []byte) (done bool, err error)
-}
-
 // Send implements Transport.
 func (t *traced) Send(ctx context.Context, dst int, tag Tag, data []byte) error {
 	t0 := t.rec.Now()
@@ -57,7 +51,7 @@ func (t *traced) Recv(ctx context.Context, src int, tag Tag, into []byte) error 
 // TrySend sends at once through t's TrySend, or reports that it sent
 // nothing where t has none.
 func (t *traced) TrySend(ctx context.Context, dst int, tag Tag, data []byte) (bool, error) {
-	ts, ok := t.Transport.(trySender)
+	ts, ok := t.Transport.(TrySender)
 	if !ok {
 		return false, nil
 	}

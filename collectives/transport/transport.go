@@ -48,6 +48,14 @@ type Transport interface {
 	Close() error
 }
 
+// TrySender is implemented by transports that can send a message at once
+// when it need not wait for its Recv (the TCP and shm transports' eager
+// messages): TrySend either sends (done, with Send's result) or sends
+// nothing (false, nil), and the caller then Sends it.
+type TrySender interface {
+	TrySend(ctx context.Context, dst int, tag Tag, data []byte) (done bool, err error)
+}
+
 // PeerAccess is implemented by transports whose ranks share one address
 // space. It lets an algorithm read its peers' buffers in place, so that no
 // byte is copied twice.
