@@ -70,43 +70,31 @@ func (g *Group) devicePath(p plan) bool {
 	if g.cfg.datapath != DataPathDevice {
 		return false
 	}
-	switch p.desc.Kind {
-	case algo.KindAllReduce, algo.KindAllGather, algo.KindReduceScatter, algo.KindBroadcast:
+	d, both := p.desc, p.in != nil && p.hasOut
+	var planned bool
+	switch d.Kind {
+	case algo.KindAllReduce, algo.KindReduceScatter:
+		// An invalid op stays on the host path, whose match refuses it on
+		// every rank (a kernel cannot be queued for it); so does a root out
+		// of range.
+		planned = both && d.Op.Valid()
+	case algo.KindBroadcast:
+		planned = both && d.Root >= 0 && d.Root < g.Size()
+	case algo.KindAllGather:
+		planned = both
 	case algo.KindAllToAll:
-		if !p.even { // uneven blocks start where the peers' counts say, known only at run time
-			return false
-		}
-	case algo.KindSend, algo.KindRecv:
-	default:
-		return false
-	}
-	switch p.desc.Kind {
+		planned = both && p.even // uneven blocks start where the peers' counts say, known only at run time
 	case algo.KindSend:
-		if p.in == nil {
-			return false
-		}
+		planned = p.in != nil
 	case algo.KindRecv:
-		if !p.hasOut {
-			return false
-		}
-	default:
-		if p.in == nil || !p.hasOut {
-			return false
-		}
+		planned = p.hasOut
 	}
-	// What the match must refuse on every rank stays on the host path,
-	// whose match does (a kernel cannot be queued for it).
-	d := p.desc
-	if d.Kind == algo.KindBroadcast && (d.Root < 0 || d.Root >= g.Size()) ||
-		(d.Kind == algo.KindAllReduce || d.Kind == algo.KindReduceScatter) && !d.Op.Valid() {
+	if !planned {
 		return false
 	}
 	if _, ok := g.t.(transport.PeerAccess); !ok {
 		return false
 	}
-	dev := p.s.Device()
-	if _, ok := dev.(gpu.PeerDevice); !ok {
-		return false
-	}
-	return g.cfg.datapath == DataPathDevice
+	_, ok := p.s.Device().(gpu.PeerDevice)
+	return ok
 }
