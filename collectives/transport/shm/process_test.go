@@ -149,20 +149,7 @@ func killScenario(tr *Transport) {
 	}
 	fmt.Println("MAPS", regions())
 	// The survivors still work together.
-	peer := 2 - tr.Rank()
-	out, in := make([]byte, 1<<20), make([]byte, 1<<20)
-	for i := range out {
-		out[i] = byte(tr.Rank() + i)
-	}
-	sent := make(chan error, 1)
-	go func() { sent <- tr.Send(ctx, peer, transport.Tag{Group: 4, Step: uint32(tr.Rank())}, out) }()
-	err := tr.Recv(ctx, peer, transport.Tag{Group: 4, Step: uint32(peer)}, in)
-	if err == nil {
-		err = <-sent
-	}
-	if err == nil && in[12345] != byte(peer+12345) {
-		err = errors.New("wrong bytes")
-	}
+	err := exchange(ctx, tr, 2-tr.Rank(), 1<<20)
 	report("survivors", err)
 	_ = tr.Close()
 	fmt.Println("CLOSED MAPS", regions())

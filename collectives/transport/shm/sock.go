@@ -19,8 +19,10 @@ import (
 // Writes never block their caller: a frame goes out at once when nothing
 // is queued and the socket has room (a message is written whole or not at
 // all), else it is queued, in order, for a flush goroutine. A write that
-// fails closes the socket, which the peer's reader then reports; the
-// writer does not lose the peer itself, since it may hold the peer's lock.
+// fails (the peer's end closed) stops the writing side only: the reader
+// still reports the peer's end, after which what the peer published is
+// drained; the writer does not lose the peer itself, since it may hold the
+// peer's lock.
 type sock struct {
 	t  *Transport
 	nc *net.UnixConn
@@ -107,11 +109,14 @@ func (s *sock) flush() {
 	}
 }
 
-// breakLocked closes the socket after a failed write. s.mu is held.
+// breakLocked stops writing after a failed write: nothing more is sent,
+// but the socket stays open for reading, so the peer's end is seen as an
+// end (and what it published drained) rather than as a read error. s.mu
+// is held.
 func (s *sock) breakLocked() {
 	s.dead = true
 	s.q = nil
-	_ = s.nc.Close()
+	_ = s.nc.CloseWrite()
 }
 
 // poll reads one frame into buf if one is there, without waiting: n < 0
@@ -130,6 +135,8 @@ func (s *sock) poll(buf []byte) (int, error) {
 	switch {
 	case rerr == unix.EAGAIN || rerr == unix.EWOULDBLOCK || rerr == unix.EINTR:
 		return -1, nil
+	case isReset(rerr):
+		return 0, nil
 	case rerr != nil:
 		return -1, rerr
 	}
@@ -151,10 +158,17 @@ func (s *sock) readable() bool {
 // deadline); n == 0 with a nil error means the peer's end closed.
 func (s *sock) wait(buf []byte) (int, error) {
 	n, err := s.nc.Read(buf)
-	if n == 0 && err != nil && errors.Is(err, io.EOF) {
+	if n == 0 && err != nil && (errors.Is(err, io.EOF) || isReset(err)) {
 		return 0, nil
 	}
 	return n, err
+}
+
+// isReset reports whether a read failed because the peer closed its end
+// with frames of ours unread: for this side that is the peer's end like
+// any other, and what the peer published before it is still delivered.
+func isReset(err error) bool {
+	return errors.Is(err, unix.ECONNRESET)
 }
 
 func readError(err error) error {
