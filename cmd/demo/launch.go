@@ -103,8 +103,9 @@ type launchSpec struct {
 
 // launch runs one launch to its end: picks n free loopback ports, writes
 // the hostfile (removed at the end), starts the ranks with CHOREO_RANK,
-// CHOREO_WORLD_SIZE, CHOREO_HOSTFILE, CHOREO_SECRET and CHOREO_RUN set, and
-// supervises them.
+// CHOREO_LOCAL_RANK (the same: every rank is on this host; the CUDA
+// backend picks its GPU by it), CHOREO_WORLD_SIZE, CHOREO_HOSTFILE,
+// CHOREO_SECRET and CHOREO_RUN set, and supervises them.
 func launch(sp launchSpec) error {
 	if sp.n < 1 {
 		return fmt.Errorf("launch: -n must be >= 1, got %d", sp.n)
@@ -139,6 +140,7 @@ func launch(sp launchSpec) error {
 	env := func(rank int) []string {
 		return append(append(append([]string{
 			collectives.EnvRank + "=" + strconv.Itoa(rank),
+			collectives.EnvLocalRank + "=" + strconv.Itoa(rank),
 			collectives.EnvWorldSize + "=" + strconv.Itoa(sp.n),
 			collectives.EnvHostfile + "=" + hostfile,
 			collectives.EnvSecret + "=" + sp.secret,

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/collectives"
 )
 
 // fakeLaunch launches n fake ranks of mode in this process and returns
@@ -61,6 +63,22 @@ func TestLaunchPrefixesWholeLines(t *testing.T) {
 		}
 		if !strings.Contains(stderr, fmt.Sprintf("[%d] rank %d to stderr\n", r, r)) {
 			t.Errorf("stderr lacks rank %d's line:\n%s", r, stderr)
+		}
+	}
+	waitGone(t, pids, time.Second)
+}
+
+// Each rank gets CHOREO_LOCAL_RANK, its rank, over a value the launcher
+// itself inherited.
+func TestLaunchSetsEachRanksLocalRank(t *testing.T) {
+	t.Setenv(collectives.EnvLocalRank, "7")
+	stdout, stderr, pids, err := fakeLaunch(t, 3, "localrank", launchSpec{})
+	if err != nil {
+		t.Fatalf("launch: %v\nstderr:\n%s", err, stderr)
+	}
+	for r := range 3 {
+		if want := fmt.Sprintf("[%d] local rank %d true\n", r, r); !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
 	}
 	waitGone(t, pids, time.Second)

@@ -61,6 +61,10 @@ func fakeRank(mode string) int {
 		fmt.Fprintf(os.Stderr, "rank %d to stderr\n", rank)
 		_, _ = os.Stdout.WriteString("no newline at the end")
 		return 0
+	case "localrank": // says its local rank
+		lr, ok := collectives.LocalRank()
+		fmt.Printf("local rank %d %v\n", lr, ok)
+		return 0
 	case "stubborn": // SIGTERM does not stop it
 		signal.Ignore(syscall.SIGTERM)
 	case "peerlost": // rank 0 reports a lost peer before rank 2 fails
@@ -84,6 +88,12 @@ func checkLaunchEnv() error {
 	n, err := strconv.Atoi(os.Getenv(collectives.EnvWorldSize))
 	if err != nil {
 		return err
+	}
+	if lr, rank := os.Getenv(collectives.EnvLocalRank), os.Getenv(collectives.EnvRank); lr != rank {
+		return fmt.Errorf("%s=%q, want the rank, %q", collectives.EnvLocalRank, lr, rank)
+	}
+	if lr, ok := collectives.LocalRank(); !ok || strconv.Itoa(lr) != os.Getenv(collectives.EnvRank) {
+		return fmt.Errorf("collectives.LocalRank() = %d, %v; want the rank", lr, ok)
 	}
 	b, err := os.ReadFile(os.Getenv(collectives.EnvHostfile))
 	if err != nil {

@@ -71,6 +71,9 @@ func joinWorld(log *zap.Logger, backend string, timeout time.Duration) (*world, 
 	if err != nil {
 		return nil, err
 	}
+	if d, ok := w.dev.(interface{ Ordinal() int }); ok { // the GPU this rank's backend chose (CUDA)
+		fmt.Printf("rank %d: GPU %d, %s (%s)\n", cfg.Rank, d.Ordinal(), w.dev.Properties().Name, w.dev.Properties().Backend)
+	}
 	w.obs = observeRank(cfg.Rank)
 	g, err := collectives.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout)}, w.obs.options()...)...)
 	if err == nil {
