@@ -196,6 +196,14 @@ func (e *gpuEnv) result(tb testing.TB, size int) uintptr {
 	return p
 }
 
+// input prepares a buffer holding data followed by the guard.
+func (e *gpuEnv) input(tb testing.TB, data []byte) uintptr {
+	tb.Helper()
+	p := e.alloc(tb, len(data)+guardBytes)
+	e.upload(tb, p, append(bytes.Clone(data), filled(guardBytes)...))
+	return p
+}
+
 // expect checks that p holds want followed by an untouched guard.
 func (e *gpuEnv) expect(tb testing.TB, what string, p uintptr, want []byte) {
 	tb.Helper()
@@ -227,8 +235,7 @@ func TestGPUOneRank(t *testing.T) {
 		for _, op := range []RedOp{Sum, Max} {
 			data := pattern(dt, gpuN, int(op))
 			t.Run(fmt.Sprintf("allreduce/%v/%v/out-of-place", dt, op), func(t *testing.T) {
-				send := e.alloc(t, len(data))
-				e.upload(t, send, data)
+				send := e.input(t, data)
 				recv := e.result(t, len(data))
 				if err := c.AllReduce(send, recv, gpuN, dt, op, stream); err != nil {
 					t.Fatalf("AllReduce: %v", err)
@@ -237,8 +244,7 @@ func TestGPUOneRank(t *testing.T) {
 				e.expect(t, "send (unchanged)", send, data)
 			})
 			t.Run(fmt.Sprintf("allreduce/%v/%v/in-place", dt, op), func(t *testing.T) {
-				buf := e.alloc(t, len(data)+guardBytes)
-				e.upload(t, buf, append(bytes.Clone(data), filled(guardBytes)...))
+				buf := e.input(t, data)
 				if err := c.AllReduce(buf, buf, gpuN, dt, op, stream); err != nil {
 					t.Fatalf("AllReduce: %v", err)
 				}
@@ -249,8 +255,7 @@ func TestGPUOneRank(t *testing.T) {
 
 	data := pattern(Float32, gpuN, 3)
 	t.Run("allgather", func(t *testing.T) {
-		send := e.alloc(t, len(data))
-		e.upload(t, send, data)
+		send := e.input(t, data)
 		recv := e.result(t, len(data)) // Count() == 1 blocks
 		if err := c.AllGather(send, recv, gpuN, Float32, stream); err != nil {
 			t.Fatalf("AllGather: %v", err)
@@ -258,8 +263,7 @@ func TestGPUOneRank(t *testing.T) {
 		e.expect(t, "recv", recv, data)
 	})
 	t.Run("reducescatter", func(t *testing.T) {
-		send := e.alloc(t, len(data))
-		e.upload(t, send, data)
+		send := e.input(t, data)
 		recv := e.result(t, len(data))
 		if err := c.ReduceScatter(send, recv, gpuN, Float32, Sum, stream); err != nil {
 			t.Fatalf("ReduceScatter: %v", err)
@@ -267,8 +271,7 @@ func TestGPUOneRank(t *testing.T) {
 		e.expect(t, "recv", recv, data)
 	})
 	t.Run("broadcast", func(t *testing.T) {
-		send := e.alloc(t, len(data))
-		e.upload(t, send, data)
+		send := e.input(t, data)
 		recv := e.result(t, len(data))
 		if err := c.Broadcast(send, recv, gpuN, Float32, 0, stream); err != nil {
 			t.Fatalf("Broadcast: %v", err)
@@ -277,8 +280,7 @@ func TestGPUOneRank(t *testing.T) {
 	})
 	t.Run("reduce", func(t *testing.T) {
 		idata := pattern(Int32, gpuN, 5)
-		send := e.alloc(t, len(idata))
-		e.upload(t, send, idata)
+		send := e.input(t, idata)
 		recv := e.result(t, len(idata))
 		if err := c.Reduce(send, recv, gpuN, Int32, Sum, 0, stream); err != nil {
 			t.Fatalf("Reduce: %v", err)
@@ -286,8 +288,7 @@ func TestGPUOneRank(t *testing.T) {
 		e.expect(t, "recv", recv, idata)
 	})
 	t.Run("sendrecv-self", func(t *testing.T) {
-		send := e.alloc(t, len(data))
-		e.upload(t, send, data)
+		send := e.input(t, data)
 		recv := e.result(t, len(data))
 		err := Group(func() error {
 			return firstErr(c.Send(send, gpuN, Float32, 0, stream), c.Recv(recv, gpuN, Float32, 0, stream))
@@ -298,8 +299,7 @@ func TestGPUOneRank(t *testing.T) {
 		e.expect(t, "recv", recv, data)
 	})
 	t.Run("sendrecv-self-explicit-group", func(t *testing.T) {
-		send := e.alloc(t, len(data))
-		e.upload(t, send, data)
+		send := e.input(t, data)
 		recv := e.result(t, len(data))
 		if err := GroupStart(); err != nil {
 			t.Fatalf("GroupStart: %v", err)
@@ -358,8 +358,7 @@ func TestGPUDestroy(t *testing.T) {
 	e := openGPU(t)
 	c := e.initOne(t)
 	data := pattern(Int32, gpuN, 9)
-	send := e.alloc(t, len(data))
-	e.upload(t, send, data)
+	send := e.input(t, data)
 	recv := e.result(t, len(data))
 	if err := c.AllReduce(send, recv, gpuN, Int32, Max, e.s.Handle()); err != nil {
 		t.Fatalf("AllReduce: %v", err)
@@ -403,8 +402,7 @@ func TestGPUChild(t *testing.T) {
 	}
 	c := e.initOne(t, opts...)
 	data := pattern(Float32, gpuN, os.Getpid()%97)
-	send := e.alloc(t, len(data))
-	e.upload(t, send, data)
+	send := e.input(t, data)
 	recv := e.result(t, len(data))
 	for range 10 {
 		if err := c.AllReduce(send, recv, gpuN, Float32, Sum, e.s.Handle()); err != nil {
