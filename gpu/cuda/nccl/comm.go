@@ -40,8 +40,10 @@ func WithDevice(dev Device) Option { return func(o *options) { o.dev = dev } }
 // still be using it), then calls NCCL once. Later ends, concurrent or not,
 // wait for that one and return nil. Methods are safe for concurrent use,
 // though NCCL orders the calls of one communicator only as they are made:
-// every rank must issue its collectives in the same order. A nil or zero
-// Comm fails every call with ErrInvalidArgument.
+// every rank must issue its collectives in the same order. End a
+// communicator only after the groups that used it have ended: NCCL holds
+// it until GroupEnd. A nil or zero Comm fails every call with
+// ErrInvalidArgument.
 type Comm struct {
 	lib          *library
 	dev          Device
