@@ -31,6 +31,7 @@ type Device struct {
 	dev   cuDevice
 	ctx   cuContext
 	props gpu.Properties
+	uuid  [16]byte // the device's UUID: its IPC identity (ipc.go)
 
 	main  *driverThread
 	kern  *kernels
@@ -51,6 +52,7 @@ type Device struct {
 	devSlabs  []uintptr                  // device slabs small blocks are carved from
 	hostSlabs []unsafe.Pointer           // pinned slabs small blocks are carved from
 	frees     []func()                   // driver calls for the reaper
+	ipc       ipcCache                   // exported and imported allocations (ipc.go)
 	reaperEnd bool                       // reaper: exit once frees is empty
 }
 
@@ -110,6 +112,9 @@ func (d *Device) describe() error {
 	}
 	var total uint64
 	if err := a.errorf("cuDeviceTotalMem_v2", a.cuDeviceTotalMem(&total, d.dev)); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	if err := a.errorf("cuDeviceGetUuid_v2", a.cuDeviceGetUuid(&d.uuid, d.dev)); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	attr := func(id int32) (int32, error) {
@@ -320,6 +325,7 @@ func (d *Device) teardown() {
 		d.queueFree(func() { a.cuMemFree(p) })
 	}
 	d.hostSlabs, d.devSlabs = nil, nil
+	d.ipc.teardown(d)
 	d.words.mu.Lock()
 	for _, s := range d.words.slabs {
 		d.queueFree(func() { a.cuMemFreeHost(s) })

@@ -91,6 +91,11 @@ type api struct {
 	cuEventRecord             func(e cuEvent, s cuStream) cuResult
 	cuEventSynchronize        func(e cuEvent) cuResult
 	cuEventDestroy            func(e cuEvent) cuResult
+	cuDeviceGetUuid           func(uuid *[16]byte, dev cuDevice) cuResult
+	cuMemGetAddressRange      func(base *uintptr, size *uint64, p uintptr) cuResult
+	cuIpcGetMemHandle         func(h *ipcMemHandle, p uintptr) cuResult
+	cuIpcOpenMemHandle        func(p *uintptr, h ipcMemHandle, flags uint32) cuResult
+	cuIpcCloseMemHandle       func(p uintptr) cuResult
 }
 
 // symbols lists every entry point with the exported name it binds to.
@@ -135,6 +140,11 @@ func (a *api) symbols() []struct {
 		{&a.cuEventRecord, "cuEventRecord"},
 		{&a.cuEventSynchronize, "cuEventSynchronize"},
 		{&a.cuEventDestroy, "cuEventDestroy_v2"},
+		{&a.cuDeviceGetUuid, "cuDeviceGetUuid_v2"},
+		{&a.cuMemGetAddressRange, "cuMemGetAddressRange_v2"},
+		{&a.cuIpcGetMemHandle, "cuIpcGetMemHandle"},
+		{&a.cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2"},
+		{&a.cuIpcCloseMemHandle, "cuIpcCloseMemHandle"},
 	}
 }
 
