@@ -95,8 +95,10 @@ func mismatch(lo, hi []byte) error {
 // matchMessages is the match over plain messages: a dissemination of the
 // (min, max) signature in ceil(log2 n) rounds; afterwards every rank holds
 // the global min and max, and they differ exactly when some ranks disagree.
-func (c *coll) matchMessages() error {
-	sig := c.signature().encode()
+func (c *coll) matchMessages() error { return c.matchMessagesOf(c.signature().encode()) }
+
+// matchMessagesOf is matchMessages of the encoded signature sig.
+func (c *coll) matchMessagesOf(sig []byte) error {
 	cur := make([]byte, 2*sigLen)
 	copy(cur, sig)
 	copy(cur[sigLen:], sig)
