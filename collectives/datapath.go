@@ -24,11 +24,13 @@ const (
 	DataPathAuto DataPath = iota
 	// DataPathStaged: the host path everywhere.
 	DataPathStaged
-	// DataPathDevice: device-resident wherever the path can run (ranks in
-	// this process on one device with peer tables, an op with a device
-	// plan: all-reduce, all-gather, reduce-scatter, broadcast, all-to-all
-	// of equal blocks, send and recv), also on a
-	// device whose memory the CPU sees (the sim); host-staged elsewhere.
+	// DataPathDevice: device-resident wherever the path can run (an op
+	// with a device plan: all-reduce, all-gather, reduce-scatter,
+	// broadcast, all-to-all of equal blocks, send and recv; ranks in this
+	// process on one device with peer tables, also on a device whose
+	// memory the CPU sees (the sim); or ranks of a joined group in
+	// processes sharing one CUDA device, through IPC, send and recv not
+	// yet); host-staged elsewhere.
 	// Every rank of a group must choose it (ranks on different paths fail
 	// with ErrMismatch), and every rank's stream must be on one device
 	// (else every rank fails with ErrBadArgument).
@@ -59,13 +61,19 @@ func dataPathFromEnv() DataPath {
 	return DataPathAuto
 }
 
+// DataPath is the data path the group was made with (WithDataPath, else
+// CHOREO_DATAPATH); each op then takes the device path where it can.
+func (g *Group) DataPath() DataPath { return g.cfg.datapath }
+
 // WithDataPath sets the group's data path, over CHOREO_DATAPATH.
 func WithDataPath(p DataPath) Option { return func(c *config) { c.datapath = p } }
 
 // devicePath reports whether plan p runs on the device-resident path: the
-// group's data path asks for it, its op has a device plan, every rank is in
-// this process (the transport has PeerAccess) and the device has peer
-// tables.
+// group's data path asks for it, its op has a device plan, and either every
+// rank is in this process (the transport has PeerAccess) and the device has
+// peer tables, or the ranks are in separate processes (a joined group) and
+// the device shares its memory with them (gpu.IPCDevice; collectives only,
+// not yet send and recv).
 func (g *Group) devicePath(p plan) bool {
 	if g.cfg.datapath != DataPathDevice {
 		return false
@@ -91,6 +99,10 @@ func (g *Group) devicePath(p plan) bool {
 	}
 	if !planned {
 		return false
+	}
+	if g.cfg.processes { // ranks in other processes: buffers shared through IPC
+		_, ok := p.s.Device().(gpu.IPCDevice)
+		return ok && d.Kind != algo.KindSend && d.Kind != algo.KindRecv
 	}
 	if _, ok := g.t.(transport.PeerAccess); !ok {
 		return false

@@ -2,12 +2,10 @@ package collectives
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"weak"
 
 	"github.com/choreo-gpu/choreo/collectives/algo"
-	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/streams"
 )
@@ -131,21 +129,12 @@ func (c *call) runDevice(ctx context.Context) error {
 	if err := p.in.Err(); err != nil { // R11
 		return abort(fmt.Errorf("input: %w", err))
 	}
-	ids := make([]byte, 16)
-	in, out := publish(c.handles[0]), publish(c.handles[1])
-	defer c.unpublish(in, out) // after the last Sync: every peer has looked them up
-	binary.LittleEndian.PutUint64(ids, in)
-	binary.LittleEndian.PutUint64(ids[8:], out)
-	w, err := c.exposeDevice(ctx, ids)
+	m, err := c.meet(ctx)
 	if err != nil {
 		return abort(err)
 	}
-	defer w.Leave()
-	hs, err := c.peerHandles(w)
-	if err != nil {
-		return abort(err)
-	}
-	if err := c.hold.fill(hs); err != nil {
+	defer m.leave()
+	if err := c.hold.fill(m.entries()); err != nil {
 		return abort(err)
 	}
 	if err := c.fin.Update(); err != nil { // 2: go
@@ -157,54 +146,8 @@ func (c *call) runDevice(ctx context.Context) error {
 	if err := c.hold.table.Err(); err != nil {
 		return abort(err)
 	}
-	if err := w.Sync(ctx); err != nil { // every rank's kernels ran
+	if err := m.sync(ctx); err != nil { // every rank's kernels ran
 		return abort(err)
 	}
 	return c.fin.Update() // 4: the stream goes on
-}
-
-// exposeDevice publishes this rank's signature and buffers in the
-// collective's window and matches the ranks' signatures.
-func (c *call) exposeDevice(ctx context.Context, ids []byte) (transport.Window, error) {
-	pa := c.g.t.(transport.PeerAccess)
-	w, err := pa.Expose(ctx, algo.WindowTag(c.p.desc), algo.DeviceSignature(c.p.desc), ids)
-	if err != nil {
-		return nil, err
-	}
-	n := c.g.Size()
-	sigs := make([][]byte, n)
-	for q := range n {
-		sigs[q] = w.Buffers(q)[0]
-	}
-	if err := algo.MatchDevice(c.p.desc, n, sigs); err != nil {
-		w.Leave()
-		return nil, err
-	}
-	return w, nil
-}
-
-// peerHandles looks up every rank's input and output (rank order: all
-// inputs, then all outputs). Every rank sees the same buffers, so a
-// buffer on another device fails every rank alike.
-func (c *call) peerHandles(w transport.Window) ([]*handle, error) {
-	n := c.g.Size()
-	hs := make([]*handle, 2*n)
-	for q := range n {
-		ids := w.Buffers(q)[1]
-		if len(ids) != 16 {
-			return nil, fmt.Errorf("rank %d exposed %d bytes of buffer ids: %w", q, len(ids), ErrBadArgument)
-		}
-		for k := range 2 {
-			v, ok := handles.Load(binary.LittleEndian.Uint64(ids[8*k:]))
-			if !ok {
-				return nil, fmt.Errorf("rank %d's buffers are gone: %w", q, ErrPeerLost)
-			}
-			h := v.(*handle)
-			if h.dev != c.dev {
-				return nil, fmt.Errorf("rank %d's buffers are on another device: %w", q, ErrBadArgument)
-			}
-			hs[k*n+q] = h
-		}
-	}
-	return hs, nil
 }

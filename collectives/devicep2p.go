@@ -104,7 +104,7 @@ func (c *call) runDeviceRecv(ctx context.Context) error {
 	if src.dev != c.dev {
 		return abort(fmt.Errorf("rank %d's buffer is on another device: %w", p.desc.Peer, ErrBadArgument))
 	}
-	if err := c.hold.fill([]*handle{src, c.handles[1]}); err != nil {
+	if err := c.hold.fill(handleEntries(src, c.handles[1])); err != nil {
 		return abort(err)
 	}
 	if err := c.fin.Update(); err != nil { // 1: go

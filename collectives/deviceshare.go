@@ -75,35 +75,71 @@ func publish(h *handle) uint64 {
 }
 
 // peerHold is what a rank's kernels hold of the buffers their table names:
-// a share of each memory, taken before the table is armed and given back,
-// with the table, once the kernels have run (or will never run).
+// a share of each memory of this process, taken before the table is armed,
+// and the aliases of other processes' memory (gpu.IPCDevice imports),
+// given back with the table once the kernels have run (or will never run).
 type peerHold struct {
-	mu     sync.Mutex
-	mems   []*array.Memory
-	table  gpu.PeerTable
-	closed bool
+	mu      sync.Mutex
+	mems    []*array.Memory
+	aliases []gpu.Buffer
+	table   gpu.PeerTable
+	closed  bool
 }
 
-// fill takes a share of every handle's memory, sets the table's entries
-// and arms it; after close it takes nothing and reports so.
-func (h *peerHold) fill(hs []*handle) error {
+// peerEntry is one buffer of a peer table: a handle of this process (h) or
+// an alias of another process's memory (alias).
+type peerEntry struct {
+	h     *handle
+	alias gpu.Buffer
+}
+
+// handleEntries are the entries of handles hs.
+func handleEntries(hs ...*handle) []peerEntry {
+	es := make([]peerEntry, len(hs))
+	for i, h := range hs {
+		es[i].h = h
+	}
+	return es
+}
+
+// fill takes a share of every handle's memory (and over every alias),
+// sets the table's entries and arms it; after close it takes nothing and
+// reports so (the aliases are then freed at once).
+func (h *peerHold) fill(es []peerEntry) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for _, e := range es {
+		if e.alias != nil {
+			h.aliases = append(h.aliases, e.alias)
+		}
+	}
 	if h.closed {
+		h.freeAliases()
 		return fmt.Errorf("the kernels already ran: %w", ErrClosed)
 	}
-	for i, ph := range hs {
-		if !ph.take() {
-			return fmt.Errorf("peer buffer %d: its rank's task has ended: %w", i, ErrPeerLost)
+	for i, e := range es {
+		b := e.alias
+		if b == nil {
+			if !e.h.take() {
+				return fmt.Errorf("peer buffer %d: its rank's task has ended: %w", i, ErrPeerLost)
+			}
+			h.mems = append(h.mems, e.h.mem)
+			b = e.h.mem.Buffer()
 		}
-		m := ph.mem
-		h.mems = append(h.mems, m)
-		if err := h.table.Set(i, m.Buffer()); err != nil {
+		if err := h.table.Set(i, b); err != nil {
 			return fmt.Errorf("peer table entry %d: %w", i, err)
 		}
 	}
 	h.table.Arm()
 	return nil
+}
+
+// freeAliases ends the hold's aliases; h.mu is held.
+func (h *peerHold) freeAliases() {
+	for _, b := range h.aliases {
+		_ = b.Free()
+	}
+	h.aliases = nil
 }
 
 // close gives back the table and every share, once.
@@ -119,6 +155,7 @@ func (h *peerHold) close() {
 	}
 	h.mems = nil
 	_ = h.table.Free()
+	h.freeAliases()
 }
 
 // newPeerTable makes the call's table: every rank's input, then every

@@ -83,6 +83,7 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		// went (its end shows there too, at once when its process died).
 		time.AfterFunc(lossGrace, func() { t.LosePeer(rank, cause) })
 	})
+	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.processes = true })
 	g, err := New(rt, t, roster.Group, opts...)
 	if err != nil {
 		_ = t.Close()

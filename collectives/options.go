@@ -37,6 +37,9 @@ type config struct {
 	rec      *trace.Recorder
 	metrics  *metrics.Metrics
 	datapath DataPath
+	// processes: the group's ranks live in separate processes (Join made
+	// it), so the device path meets its peers over IPC (deviceipc.go).
+	processes bool
 }
 
 // TraceEvent reports one finished collective: which, on which rank, the
