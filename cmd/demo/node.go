@@ -77,7 +77,7 @@ func joinWorld(log *zap.Logger, backend string, timeout time.Duration) (*world, 
 	w.obs = observeRank(cfg.Rank)
 	g, err := collectives.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout)}, w.obs.options()...)...)
 	if err == nil {
-		w.joined = true
+		w.joined, w.path = true, g.DataPath()
 		err = w.hold([]*collectives.Group{g})
 	}
 	if err == nil && w.obs.tracer != nil { // the parts' time bases, for the launcher's merge
@@ -106,7 +106,7 @@ func (w *world) pair() (*world, func(), error) {
 	if err != nil || sub == nil {
 		return nil, nil, err
 	}
-	pw := &world{rt: w.rt, dev: w.dev, size: sub.Size(), groups: []*collectives.Group{sub}, s: w.s, joined: true}
+	pw := &world{rt: w.rt, dev: w.dev, size: sub.Size(), groups: []*collectives.Group{sub}, s: w.s, joined: true, path: sub.DataPath()}
 	return pw, func() { _ = sub.Close() }, nil
 }
 

@@ -34,12 +34,17 @@ type world struct {
 	s      []*streams.GPU
 	joined bool // the other ranks are other processes
 	obs    *observed
-	path   collectives.DataPath // the data path asked for (in-process worlds)
+	path   collectives.DataPath // the data path asked for
 }
 
 // pathLine says which data path the world's collectives take.
 func (w *world) pathLine() string {
 	switch {
+	case w.path == collectives.DataPathDevice && w.joined:
+		if _, ok := w.dev.(gpu.IPCDevice); ok {
+			return "device-resident across processes (CUDA IPC: all-reduce, all-gather, reduce-scatter, broadcast, even all-to-all read the peers' device buffers; the other ops host-staged)"
+		}
+		return "host (asked for device, but this device cannot share its memory with other processes)"
 	case w.path == collectives.DataPathDevice && !w.joined:
 		if _, ok := w.dev.(gpu.PeerDevice); ok {
 			return "device-resident (all-reduce, all-gather, reduce-scatter, broadcast: kernels read the peers' device buffers; the other ops host-staged)"
