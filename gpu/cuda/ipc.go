@@ -18,16 +18,16 @@ type ipcMemHandle struct{ b [64]byte }
 // handle of another device's memory is mapped with peer access enabled.
 const cuIpcMemLazyEnablePeerAccess = 0x1
 
-// ipcCache remembers the device's exported allocations (their handles, by
-// base address) and its imported ones (their mappings, by handle): a
-// handle is asked of the driver once per allocation, and an allocation is
-// mapped once per importing device, whatever number of buffers and
-// collectives use it. Device memory goes back to the driver only at
+// ipcCache remembers the device's exports (a buffer address's allocation
+// and handle) and its imports (mappings, by handle): a handle is asked of
+// the driver once per buffer address, an allocation is mapped once per
+// importing device, and neither costs a hop to the driver's thread again,
+// whatever number of collectives use them. Device memory goes back to the driver only at
 // Close (buffer.go), so a mapping stays valid as long as the exporting
 // device is open; the imports are closed at this device's Close.
 type ipcCache struct {
 	mu      sync.Mutex
-	exports map[uintptr]ipcMemHandle
+	exports map[uintptr]exported // by a buffer's address: its allocation
 	imports map[ipcMemHandle]uintptr
 	closed  bool
 }
@@ -51,31 +51,35 @@ func (d *Device) Export(b gpu.Buffer) (gpu.IPCHandle, error) {
 	case cb.n == 0:
 		return h, nil // nothing to map: Import gives an empty buffer
 	}
-	r, err := call(d.main, func() (exported, error) {
-		var r exported
-		a := d.api
-		var size uint64
-		if err := a.errorf("cuMemGetAddressRange_v2", a.cuMemGetAddressRange(&r.base, &size, cb.dptr)); err != nil {
-			return r, err
-		}
-		d.ipc.mu.Lock()
-		mh, ok := d.ipc.exports[r.base]
-		d.ipc.mu.Unlock()
-		if ok {
-			r.mh = mh
+	// A buffer's address always lies in the same allocation (device
+	// memory goes back to the driver only at Close), so the cache answers
+	// without a hop to the driver's thread.
+	d.ipc.mu.Lock()
+	r, ok := d.ipc.exports[cb.dptr]
+	d.ipc.mu.Unlock()
+	var err error
+	if !ok {
+		r, err = call(d.main, func() (exported, error) {
+			var r exported
+			a := d.api
+			var size uint64
+			if err := a.errorf("cuMemGetAddressRange_v2", a.cuMemGetAddressRange(&r.base, &size, cb.dptr)); err != nil {
+				return r, err
+			}
+			if err := a.errorf("cuIpcGetMemHandle", a.cuIpcGetMemHandle(&r.mh, r.base)); err != nil {
+				return r, err
+			}
 			return r, nil
-		}
-		if err := a.errorf("cuIpcGetMemHandle", a.cuIpcGetMemHandle(&r.mh, r.base)); err != nil {
-			return r, err
-		}
+		})
+	}
+	if err == nil && !ok {
 		d.ipc.mu.Lock()
 		if d.ipc.exports == nil {
-			d.ipc.exports = map[uintptr]ipcMemHandle{}
+			d.ipc.exports = map[uintptr]exported{}
 		}
-		d.ipc.exports[r.base] = r.mh
+		d.ipc.exports[cb.dptr] = r
 		d.ipc.mu.Unlock()
-		return r, nil
-	})
+	}
 	if err != nil {
 		return h, fmt.Errorf("cuda: ipc export: %w", err)
 	}
@@ -96,29 +100,39 @@ func (d *Device) Import(h gpu.IPCHandle) (gpu.Buffer, error) {
 		return b, nil
 	}
 	mh := ipcMemHandle{h.Mem}
-	base, err := call(d.main, func() (uintptr, error) {
-		d.ipc.mu.Lock()
-		p, ok := d.ipc.imports[mh]
-		closed := d.ipc.closed
-		d.ipc.mu.Unlock()
-		switch {
-		case closed:
-			return 0, closedf("ipc import: device closed")
-		case ok:
+	d.ipc.mu.Lock()
+	base, ok := d.ipc.imports[mh]
+	closed := d.ipc.closed
+	d.ipc.mu.Unlock()
+	var err error
+	switch {
+	case closed:
+		return nil, closedf("ipc import: device closed")
+	case !ok:
+		base, err = call(d.main, func() (uintptr, error) {
+			d.ipc.mu.Lock()
+			p, ok := d.ipc.imports[mh] // another import may have mapped it meanwhile
+			d.ipc.mu.Unlock()
+			if ok {
+				return p, nil
+			}
+			a := d.api
+			if err := a.errorf("cuIpcOpenMemHandle_v2", a.cuIpcOpenMemHandle(&p, mh, cuIpcMemLazyEnablePeerAccess)); err != nil {
+				return 0, err
+			}
+			d.ipc.mu.Lock()
+			defer d.ipc.mu.Unlock()
+			if d.ipc.closed { // teardown ran meanwhile: unmap at once
+				a.cuIpcCloseMemHandle(p)
+				return 0, closedf("ipc import: device closed")
+			}
+			if d.ipc.imports == nil {
+				d.ipc.imports = map[ipcMemHandle]uintptr{}
+			}
+			d.ipc.imports[mh] = p
 			return p, nil
-		}
-		a := d.api
-		if err := a.errorf("cuIpcOpenMemHandle_v2", a.cuIpcOpenMemHandle(&p, mh, cuIpcMemLazyEnablePeerAccess)); err != nil {
-			return 0, err
-		}
-		d.ipc.mu.Lock()
-		if d.ipc.imports == nil {
-			d.ipc.imports = map[ipcMemHandle]uintptr{}
-		}
-		d.ipc.imports[mh] = p
-		d.ipc.mu.Unlock()
-		return p, nil
-	})
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cuda: ipc import %v: %w", h, err)
 	}
