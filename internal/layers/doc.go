@@ -9,6 +9,7 @@
 //	0  metrics                                  OpenTelemetry instruments and the Prometheus endpoint
 //	1  gpu                                      the device interfaces, the command set
 //	2  metalshader                              Metal kernel sources
+//	2  gpu/cuda/nccl                            NCCL through purego (the CUDA backend's collective engine)
 //	3  gpu/sim, gpu/cuda, gpu/metal, gpu/gputest, internal/darwincheck
 //	4  actors, gpu/backends                     the base: ActorSystem, zap, services, signals; every backend
 //	5  streams                                  GPU and comm stream actors
