@@ -1,6 +1,6 @@
 //go:build linux
 
-package nccl
+package nccl_test
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/gpu/cuda/nccl"
 
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/gpu/cuda"
@@ -38,20 +40,20 @@ const guardByte = 0xAB
 type gpuEnv struct {
 	dev  *cuda.Device
 	s    *cuda.RawStream
-	comm *Comm
+	comm *nccl.Comm
 }
 
 // needNCCL skips where no NCCL library opens.
 func needNCCL(tb testing.TB) {
 	tb.Helper()
-	v, err := Version()
-	if errors.Is(err, ErrUnavailable) {
+	v, err := nccl.Version()
+	if errors.Is(err, nccl.ErrUnavailable) {
 		tb.Skipf("skipping: no NCCL library: %v", err)
 	}
 	if err != nil {
-		tb.Fatalf("Version: %v", err)
+		tb.Fatalf("nccl.Version: %v", err)
 	}
-	p, _ := LibraryPath()
+	p, _ := nccl.LibraryPath()
 	tb.Logf("NCCL version code %d from %s", v, p)
 }
 
@@ -82,18 +84,18 @@ func openGPU(tb testing.TB) *gpuEnv {
 
 // initOne makes a one-rank communicator on the device (destroyed when the
 // test ends).
-func (e *gpuEnv) initOne(tb testing.TB, opts ...Option) *Comm {
+func (e *gpuEnv) initOne(tb testing.TB, opts ...nccl.Option) *nccl.Comm {
 	tb.Helper()
-	id, err := NewUniqueID()
+	id, err := nccl.NewUniqueID()
 	if err != nil {
-		tb.Fatalf("NewUniqueID: %v", err)
+		tb.Fatalf("nccl.NewUniqueID: %v", err)
 	}
 	if id.IsZero() {
-		tb.Fatal("NewUniqueID gave a zero id")
+		tb.Fatal("nccl.NewUniqueID gave a zero id")
 	}
-	comm, err := InitRank(id, 1, 0, append([]Option{WithDevice(e.dev)}, opts...)...)
+	comm, err := nccl.InitRank(id, 1, 0, append([]nccl.Option{nccl.WithDevice(e.dev)}, opts...)...)
 	if err != nil {
-		tb.Fatalf("InitRank: %v", err)
+		tb.Fatalf("nccl.InitRank: %v", err)
 	}
 	tb.Cleanup(func() {
 		if err := comm.Destroy(); err != nil {
@@ -168,14 +170,14 @@ func (e *gpuEnv) download(tb testing.TB, src uintptr, n int) []byte {
 }
 
 // pattern is n elements of dt, distinct and non-trivial, as bytes.
-func pattern(dt DataType, n, seed int) []byte {
+func pattern(dt nccl.DataType, n, seed int) []byte {
 	b := make([]byte, n*dt.Size())
 	for i := range n {
 		v := (i*7+seed)%509 - 254
 		switch dt {
-		case Float32:
+		case nccl.Float32:
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)*0.5))
-		case Int32:
+		case nccl.Int32:
 			binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(v*1000)))
 		default:
 			panic("pattern: type not used by the tests")
@@ -231,8 +233,8 @@ func TestGPUOneRank(t *testing.T) {
 	}
 	stream := e.s.Handle()
 
-	for _, dt := range []DataType{Float32, Int32} {
-		for _, op := range []RedOp{Sum, Max} {
+	for _, dt := range []nccl.DataType{nccl.Float32, nccl.Int32} {
+		for _, op := range []nccl.RedOp{nccl.Sum, nccl.Max} {
 			data := pattern(dt, gpuN, int(op))
 			t.Run(fmt.Sprintf("allreduce/%v/%v/out-of-place", dt, op), func(t *testing.T) {
 				send := e.input(t, data)
@@ -253,11 +255,11 @@ func TestGPUOneRank(t *testing.T) {
 		}
 	}
 
-	data := pattern(Float32, gpuN, 3)
+	data := pattern(nccl.Float32, gpuN, 3)
 	t.Run("allgather", func(t *testing.T) {
 		send := e.input(t, data)
 		recv := e.result(t, len(data)) // Count() == 1 blocks
-		if err := c.AllGather(send, recv, gpuN, Float32, stream); err != nil {
+		if err := c.AllGather(send, recv, gpuN, nccl.Float32, stream); err != nil {
 			t.Fatalf("AllGather: %v", err)
 		}
 		e.expect(t, "recv", recv, data)
@@ -265,7 +267,7 @@ func TestGPUOneRank(t *testing.T) {
 	t.Run("reducescatter", func(t *testing.T) {
 		send := e.input(t, data)
 		recv := e.result(t, len(data))
-		if err := c.ReduceScatter(send, recv, gpuN, Float32, Sum, stream); err != nil {
+		if err := c.ReduceScatter(send, recv, gpuN, nccl.Float32, nccl.Sum, stream); err != nil {
 			t.Fatalf("ReduceScatter: %v", err)
 		}
 		e.expect(t, "recv", recv, data)
@@ -273,16 +275,16 @@ func TestGPUOneRank(t *testing.T) {
 	t.Run("broadcast", func(t *testing.T) {
 		send := e.input(t, data)
 		recv := e.result(t, len(data))
-		if err := c.Broadcast(send, recv, gpuN, Float32, 0, stream); err != nil {
+		if err := c.Broadcast(send, recv, gpuN, nccl.Float32, 0, stream); err != nil {
 			t.Fatalf("Broadcast: %v", err)
 		}
 		e.expect(t, "recv", recv, data)
 	})
 	t.Run("reduce", func(t *testing.T) {
-		idata := pattern(Int32, gpuN, 5)
+		idata := pattern(nccl.Int32, gpuN, 5)
 		send := e.input(t, idata)
 		recv := e.result(t, len(idata))
-		if err := c.Reduce(send, recv, gpuN, Int32, Sum, 0, stream); err != nil {
+		if err := c.Reduce(send, recv, gpuN, nccl.Int32, nccl.Sum, 0, stream); err != nil {
 			t.Fatalf("Reduce: %v", err)
 		}
 		e.expect(t, "recv", recv, idata)
@@ -290,8 +292,8 @@ func TestGPUOneRank(t *testing.T) {
 	t.Run("sendrecv-self", func(t *testing.T) {
 		send := e.input(t, data)
 		recv := e.result(t, len(data))
-		err := Group(func() error {
-			return firstErr(c.Send(send, gpuN, Float32, 0, stream), c.Recv(recv, gpuN, Float32, 0, stream))
+		err := nccl.Group(func() error {
+			return errors.Join(c.Send(send, gpuN, nccl.Float32, 0, stream), c.Recv(recv, gpuN, nccl.Float32, 0, stream))
 		})
 		if err != nil {
 			t.Fatalf("Send/Recv in a group: %v", err)
@@ -301,13 +303,13 @@ func TestGPUOneRank(t *testing.T) {
 	t.Run("sendrecv-self-explicit-group", func(t *testing.T) {
 		send := e.input(t, data)
 		recv := e.result(t, len(data))
-		if err := GroupStart(); err != nil {
-			t.Fatalf("GroupStart: %v", err)
+		if err := nccl.GroupStart(); err != nil {
+			t.Fatalf("nccl.GroupStart: %v", err)
 		}
-		errSend := c.Send(send, gpuN, Float32, 0, stream)
-		errRecv := c.Recv(recv, gpuN, Float32, 0, stream)
-		if err := GroupEnd(); err != nil {
-			t.Fatalf("GroupEnd: %v", err)
+		errSend := c.Send(send, gpuN, nccl.Float32, 0, stream)
+		errRecv := c.Recv(recv, gpuN, nccl.Float32, 0, stream)
+		if err := nccl.GroupEnd(); err != nil {
+			t.Fatalf("nccl.GroupEnd: %v", err)
 		}
 		if errSend != nil || errRecv != nil {
 			t.Fatalf("Send %v, Recv %v", errSend, errRecv)
@@ -315,14 +317,14 @@ func TestGPUOneRank(t *testing.T) {
 		e.expect(t, "recv", recv, data)
 	})
 	t.Run("bad-arguments", func(t *testing.T) {
-		if err := c.Broadcast(1, 1, 1, Float32, 1, stream); !errors.Is(err, ErrInvalidArgument) {
+		if err := c.Broadcast(1, 1, 1, nccl.Float32, 1, stream); !errors.Is(err, nccl.ErrInvalidArgument) {
 			t.Errorf("root 1 of 1 rank: %v", err)
 		}
-		if err := c.AllReduce(0, 0, 1, Float32, Sum, stream); !errors.Is(err, ErrInvalidArgument) {
+		if err := c.AllReduce(0, 0, 1, nccl.Float32, nccl.Sum, stream); !errors.Is(err, nccl.ErrInvalidArgument) {
 			t.Errorf("null buffers: %v", err)
 		}
-		if err := GroupEnd(); !errors.Is(err, ErrInvalidUsage) {
-			t.Errorf("stray GroupEnd: %v", err)
+		if err := nccl.GroupEnd(); !errors.Is(err, nccl.ErrInvalidUsage) {
+			t.Errorf("stray nccl.GroupEnd: %v", err)
 		}
 		if err := c.AsyncError(); err != nil {
 			t.Errorf("AsyncError after the collectives: %v", err)
@@ -336,13 +338,13 @@ func TestGPUOneRank(t *testing.T) {
 	}
 	buf := e.alloc(t, len(data))
 	for name, err := range map[string]error{
-		"AllReduce":  c.AllReduce(buf, buf, gpuN, Float32, Sum, stream),
-		"Broadcast":  c.Broadcast(buf, buf, gpuN, Float32, 0, stream),
-		"Send":       c.Send(buf, gpuN, Float32, 0, stream),
+		"AllReduce":  c.AllReduce(buf, buf, gpuN, nccl.Float32, nccl.Sum, stream),
+		"Broadcast":  c.Broadcast(buf, buf, gpuN, nccl.Float32, 0, stream),
+		"Send":       c.Send(buf, gpuN, nccl.Float32, 0, stream),
 		"AsyncError": c.AsyncError(),
 	} {
-		if !errors.Is(err, ErrClosed) {
-			t.Errorf("%s after Abort: %v; want ErrClosed", name, err)
+		if !errors.Is(err, nccl.ErrClosed) {
+			t.Errorf("%s after Abort: %v; want nccl.ErrClosed", name, err)
 		}
 	}
 	if err := c.Abort(); err != nil {
@@ -357,10 +359,10 @@ func TestGPUOneRank(t *testing.T) {
 func TestGPUDestroy(t *testing.T) {
 	e := openGPU(t)
 	c := e.initOne(t)
-	data := pattern(Int32, gpuN, 9)
+	data := pattern(nccl.Int32, gpuN, 9)
 	send := e.input(t, data)
 	recv := e.result(t, len(data))
-	if err := c.AllReduce(send, recv, gpuN, Int32, Max, e.s.Handle()); err != nil {
+	if err := c.AllReduce(send, recv, gpuN, nccl.Int32, nccl.Max, e.s.Handle()); err != nil {
 		t.Fatalf("AllReduce: %v", err)
 	}
 	var wg sync.WaitGroup
@@ -377,7 +379,7 @@ func TestGPUDestroy(t *testing.T) {
 	}
 	wg.Wait()
 	e.sync(t)
-	if err := c.AllReduce(send, recv, gpuN, Int32, Max, e.s.Handle()); !errors.Is(err, ErrClosed) {
+	if err := c.AllReduce(send, recv, gpuN, nccl.Int32, nccl.Max, e.s.Handle()); !errors.Is(err, nccl.ErrClosed) {
 		t.Errorf("AllReduce after Destroy: %v", err)
 	}
 }
@@ -396,16 +398,16 @@ func TestGPUChild(t *testing.T) {
 		t.Skip("helper: runs in a child process of TestGPUInitByValue and TestGPUTwoProcesses")
 	}
 	e := openGPU(t)
-	var opts []Option
+	var opts []nccl.Option
 	if mode == "byvalue" {
-		opts = append(opts, func(o *options) { o.forceByValue = true })
+		opts = append(opts, nccl.ForceByValue)
 	}
 	c := e.initOne(t, opts...)
-	data := pattern(Float32, gpuN, os.Getpid()%97)
+	data := pattern(nccl.Float32, gpuN, os.Getpid()%97)
 	send := e.input(t, data)
 	recv := e.result(t, len(data))
 	for range 10 {
-		if err := c.AllReduce(send, recv, gpuN, Float32, Sum, e.s.Handle()); err != nil {
+		if err := c.AllReduce(send, recv, gpuN, nccl.Float32, nccl.Sum, e.s.Handle()); err != nil {
 			t.Fatalf("AllReduce: %v", err)
 		}
 	}
