@@ -18,6 +18,10 @@ const (
 	// (MatchDevice), so a rank on it meets a rank on a host path with
 	// ErrMismatch rather than a hang.
 	DeviceResident
+	// Engine names the engine data path (a vendor library such as NCCL
+	// moves the bytes on the device) in match signatures, as
+	// DeviceResident does for its path.
+	Engine
 )
 
 func (a Algorithm) String() string {
@@ -32,6 +36,8 @@ func (a Algorithm) String() string {
 		return "direct"
 	case DeviceResident:
 		return "device"
+	case Engine:
+		return "engine"
 	}
 	return "algorithm(?)"
 }
