@@ -39,6 +39,7 @@ type call struct {
 	// its kernels reading the peers' buffers through hold's table.
 	device  bool
 	hold    *peerHold
+	engine  bool       // the call runs on the engine path (engine.go)
 	handles [2]*handle // input, output
 	t0      int64      // when the task began to run, on the trace (traced only)
 }

@@ -156,6 +156,14 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.engine {
+		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.timeout)
+		err := g.engine.make(ctx, g, c.dev.(gpu.EngineDevice), p.desc)
+		cancel()
+		if err != nil {
+			return c.fail(err)
+		}
+	}
 	if err := c.enqueue(); err != nil {
 		return c.fail(err)
 	}
@@ -174,6 +182,8 @@ func (g *Group) prepare(name string, p plan) (*call, error) {
 	c.hasEvent = p.in != nil && (c.staged || !p.in.Ready() || p.donate)
 	if g.devicePath(p) && (p.desc.Kind == algo.KindSend || c.newPeerTable() == nil) { // else (no peer kernels): the host path
 		c.device, c.staged, c.hasEvent, c.parts = true, false, p.in != nil, 1
+	} else if g.enginePath(p) {
+		c.engine, c.staged, c.hasEvent, c.parts = true, false, true, 1
 	}
 	if err := c.allocate(); err != nil {
 		c.releaseHold()
@@ -209,6 +219,8 @@ func (c *call) enqueue() error {
 	var upd, wait streams.Event
 	if c.device {
 		upd, wait, err = c.encodeDevice()
+	} else if c.engine {
+		upd, wait, err = c.encodeEngine()
 	} else if upd, err = c.encodeInput(); err == nil {
 		wait, err = c.encodeOutput()
 	}

@@ -27,6 +27,9 @@ func (c *call) task() streams.Task {
 		if c.device {
 			return c.runDevice(cctx)
 		}
+		if c.engine {
+			return c.runEngine(cctx)
+		}
 		var inB, outB []byte
 		if c.inMem != nil {
 			inB = c.hostIn.bytes(c.inMem.Buffer(), p.in.NBytes())

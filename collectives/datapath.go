@@ -35,6 +35,14 @@ const (
 	// with ErrMismatch), and every rank's stream must be on one device
 	// (else every rank fails with ErrBadArgument).
 	DataPathDevice
+	// DataPathNCCL: the engine path (engine.go) for the ranks of a joined
+	// group, one device each: all-reduce, all-gather, reduce-scatter of
+	// equal blocks and broadcast run in the device's collective engine
+	// (NCCL under CUDA, found at run time: CHOREO_NCCL_LIB, else
+	// libnccl.so.2); other ops, element types without an engine type
+	// (16-bit integers) and devices without an engine take the host path.
+	// Every rank of a group must choose it.
+	DataPathNCCL
 )
 
 func (p DataPath) String() string {
@@ -43,12 +51,14 @@ func (p DataPath) String() string {
 		return "staged"
 	case DataPathDevice:
 		return "device"
+	case DataPathNCCL:
+		return "nccl"
 	}
 	return "auto"
 }
 
 // DataPathEnv names the environment variable that sets a group's default
-// data path when it is made: "staged", "device" or "auto".
+// data path when it is made: "staged", "device", "nccl" or "auto".
 const DataPathEnv = "CHOREO_DATAPATH"
 
 func dataPathFromEnv() DataPath {
@@ -57,6 +67,8 @@ func dataPathFromEnv() DataPath {
 		return DataPathStaged
 	case "device":
 		return DataPathDevice
+	case "nccl":
+		return DataPathNCCL
 	}
 	return DataPathAuto
 }

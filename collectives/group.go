@@ -43,6 +43,7 @@ type Group struct {
 	splits atomic.Uint64
 
 	staging stagingPool // pinned staging buffers for later calls
+	engine  groupEngine // the engine path's engine (engine.go)
 
 	rec   *trace.Recorder // nil unless WithTracer
 	board *arrivals       // the world's arrivals, for in-process worlds (Local)
@@ -181,6 +182,7 @@ func (g *Group) Close() error {
 		err = errors.Join(err, cerr)
 	}
 	g.staging.close()
+	g.engine.close()
 	if g.stopMetrics != nil {
 		g.stopMetrics()
 	}
