@@ -101,7 +101,7 @@ func (f *benchFlags) check() (gpu.DType, []string, error) {
 type benchCmd struct {
 	Ranks    int    `help:"Ranks: processes of one rank each, or in-process ranks with --inproc." default:"4"`
 	Inproc   bool   `help:"Hold every rank in this process (collectives.Local) instead of launching processes."`
-	Datapath string `help:"The data path, staged (the host path) or device (kernels read the peers' device buffers: all-reduce, all-gather, reduce-scatter, broadcast; across processes through CUDA IPC)." enum:"staged,device" default:"staged"`
+	Datapath string `help:"The data path: staged (the host path), device (kernels read the peers' device buffers: all-reduce, all-gather, reduce-scatter, broadcast; across processes through CUDA IPC) or nccl (launched ranks, one GPU each: NCCL moves the bytes)." enum:"staged,device,nccl" default:"staged"`
 	benchFlags
 	obsFlags
 }
@@ -112,15 +112,18 @@ func (c *benchCmd) Run(g *globals) error {
 		return err
 	}
 	if !c.Inproc {
-		if c.Datapath == "device" { // the ranks' groups read it (collectives.DataPathEnv)
-			if err := os.Setenv(collectives.DataPathEnv, "device"); err != nil {
+		if c.Datapath != "staged" { // the ranks' groups read it (collectives.DataPathEnv)
+			if err := os.Setenv(collectives.DataPathEnv, c.Datapath); err != nil {
 				return err
 			}
 		}
 		return launchNodes(g, c.Ranks, append([]string{"bench"}, c.args()...), launchSpec{obs: c.obsFlags})
 	}
 	path := collectives.DataPathStaged
-	if c.Datapath == "device" {
+	switch c.Datapath {
+	case "nccl":
+		return fmt.Errorf("--datapath nccl needs launched ranks, one GPU each (NCCL refuses two ranks on one GPU): drop --inproc")
+	case "device":
 		path = collectives.DataPathDevice
 	}
 	w, err := newObservedWorld(g.log, c.Backend, c.Ranks, c.Timeout, c.obsFlags, collectives.WithDataPath(path))

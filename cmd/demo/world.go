@@ -40,6 +40,11 @@ type world struct {
 // pathLine says which data path the world's collectives take.
 func (w *world) pathLine() string {
 	switch {
+	case w.path == collectives.DataPathNCCL && w.joined:
+		if _, ok := w.dev.(gpu.EngineDevice); ok {
+			return "engine (NCCL moves all-reduce, all-gather, reduce-scatter of equal blocks and broadcast on the device; the other ops host-staged)"
+		}
+		return "host (asked for nccl, but this device has no collective engine)"
 	case w.path == collectives.DataPathDevice && w.joined:
 		if _, ok := w.dev.(gpu.IPCDevice); ok {
 			return "device-resident across processes (CUDA IPC: all-reduce, all-gather, reduce-scatter, broadcast, even all-to-all read the peers' device buffers; the other ops host-staged)"
