@@ -23,10 +23,11 @@ import (
 // input ready and the task raises the output fence only once the engine's
 // stream has run it, so the engine reads a written input and no command
 // of the rank's stream touches the output before it is whole. A failure
-// (a mismatch, a timeout, the engine's own error) releases the GPU wait
-// like any other (R5); one the engine may still be working on aborts the
-// engine, whose kernels then end, and the group's later engine calls fail
-// with that error.
+// (a mismatch, a timeout, the engine's own error, a peer lost or the
+// collective aborted, which the comm task watches for on the transport
+// while the engine works) releases the GPU wait like any other (R5); one
+// the engine may still be working on aborts the engine, whose kernels then
+// end, and the group's later engine calls fail with that error.
 
 // groupEngine is a group's engine, made by its first engine collective
 // (every rank makes the same first one) and closed with the group.
@@ -189,7 +190,14 @@ func (c *call) runEngine(ctx context.Context) error {
 		err = eng.Broadcast(in, out, d.Count, d.DType, d.Root)
 	}
 	if err == nil {
-		err = eng.Sync(ctx)
+		// The engine's kernels do not hear the transport: a peer lost or an
+		// abort ends the wait through the watch, a deadline through ctx.
+		wctx, stop := algo.WatchPeers(ctx, g.t, d)
+		err = eng.Sync(wctx)
+		if cause := context.Cause(wctx); err != nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = fmt.Errorf("%w (the engine stopped waiting: %w)", cause, err)
+		}
+		stop()
 	}
 	if err != nil {
 		err = timedOut(ctx, "the engine's collective did not finish", err)

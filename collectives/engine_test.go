@@ -414,3 +414,27 @@ func TestEnginePathFailure(t *testing.T) {
 		}
 	}
 }
+
+// A peer lost while the engine works (its group closed: as its process
+// ending looks to the transport) fails the collective on the survivor with
+// ErrPeerLost, not at its deadline: the comm task watches the transport
+// while the engine's kernels cannot hear it.
+func TestEnginePathPeerLost(t *testing.T) {
+	e := &testEngines{}
+	w := newEngineWorld(t, 2, e, 30*time.Second)
+	if _, errs := allReduceEverywhere(t, w, gpu.Float32, 4); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("first all-reduce: %v", errs)
+	}
+	x := fromFloat64(t, w.s[0], gpu.Float32, input(gpu.Float32, 0, 4), 4)
+	y, err := w.groups[0].AllReduce(w.s[0], x, collectives.Sum) // rank 1 never joins it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.groups[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = array.ToFloat64(testenv.Ctx(t, 60*time.Second), y)
+	if !errors.Is(err, collectives.ErrPeerLost) {
+		t.Fatalf("survivor: %v, want ErrPeerLost", err)
+	}
+}

@@ -69,3 +69,35 @@ func ShareEngineID(ctx context.Context, t transport.Transport, d Desc, id []byte
 	}
 	return msg[1:], nil
 }
+
+// stepEngineWatch is a step no rank sends on: a Recv there ends only when
+// the collective is aborted or its peer is lost (or its context ends).
+const stepEngineWatch = stepData + 3
+
+// WatchPeers returns a context that ends with ctx, or as soon as
+// collective d is aborted or a peer of this rank is lost, its cause then
+// the transport's error (ErrAborted, ErrPeerLost): for waits that the
+// transport does not see, as an engine's kernels. stop ends the watch; it
+// must be called.
+func WatchPeers(ctx context.Context, t transport.Transport, d Desc) (watched context.Context, stop func()) {
+	c := newColl(ctx, t, d, d.Kind, nil)
+	wctx, cancel := context.WithCancelCause(ctx)
+	if !c.tagged || c.n == 1 {
+		return wctx, func() { cancel(nil) }
+	}
+	for q := range c.n {
+		if q == c.rank {
+			continue
+		}
+		go func() {
+			err := t.Recv(wctx, q, c.tag(stepEngineWatch), make([]byte, 1))
+			if wctx.Err() == nil {
+				if err == nil {
+					err = fmt.Errorf("rank %d sent on the watch step: %w", q, ErrBadArgument)
+				}
+				cancel(err)
+			}
+		}()
+	}
+	return wctx, func() { cancel(nil) }
+}
