@@ -29,6 +29,7 @@ type buffer struct {
 	freed    atomic.Bool
 	refs     atomic.Int32 // submitted, unfinished batches naming the buffer
 	recycled atomic.Bool
+	alias    bool // an import of another buffer's memory (ipc.go): nothing to recycle
 }
 
 var _ gpu.Buffer = (*buffer)(nil)
@@ -67,7 +68,7 @@ func (b *buffer) unref() {
 
 // recycle gives the block to the device's cache, once.
 func (b *buffer) recycle() {
-	if !b.recycled.Swap(true) {
+	if !b.recycled.Swap(true) && !b.alias {
 		b.dev.putCached(b.raw)
 	}
 }

@@ -26,6 +26,9 @@ type Device struct {
 	buffers map[*buffer]struct{}
 	words   map[*word]struct{}
 	cache   pool.Lists[int, []byte] // free blocks by size, held in cfg.pool (see cache.go)
+
+	ipcOnce sync.Once
+	ipcID   [16]byte // the device's IPC identity (ipc.go)
 }
 
 var _ gpu.Device = (*Device)(nil)
