@@ -39,6 +39,27 @@ func TestDevicePathMatrix(t *testing.T) {
 	}
 }
 
+// TestDevicePathAcrossProcessesMatrix: the same on the path for ranks in
+// separate processes (groups marked so, on in-process ranks): the ranks
+// export their buffers (the sim's IPC stays within its process), meet over
+// messages, and run their kernels on the group's side queue.
+func TestDevicePathAcrossProcessesMatrix(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		w := newWorld(t, n, collectives.WithDataPath(collectives.DataPathDevice), collectives.WithProcesses(),
+			collectives.WithTimeout(60*time.Second))
+		if _, ok := w.dev.(gpu.IPCDevice); !ok {
+			t.Skipf("%s shares no memory across processes", w.dev.Properties().Backend)
+		}
+		for _, dt := range []gpu.DType{gpu.Float32, gpu.BFloat16, gpu.Int32, gpu.Uint8} {
+			for _, count := range []int{0, 1, 7, 1024} {
+				t.Run(fmt.Sprintf("n%d/%s/%d", n, dt, count), func(t *testing.T) {
+					deviceCase(t, w, n, dt, count)
+				})
+			}
+		}
+	}
+}
+
 func deviceCase(t *testing.T, w *world, n int, dt gpu.DType, count int) {
 	ops := []collectives.Op{collectives.Sum, collectives.Prod, collectives.Min, collectives.Max}
 	op := ops[count%4]
@@ -152,8 +173,25 @@ func TestDevicePathFenceSteps(t *testing.T) {
 // ErrShapeMismatch; a rank on the device path meets a rank on the host
 // path with ErrMismatch, not a hang; a rank that never arrives fails the
 // others by the group's deadline and their GPU streams go on (R5, R10).
+// Both for ranks in one process and for ranks in separate processes.
 func TestDevicePathFailures(t *testing.T) {
-	w := newWorld(t, 2, collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(2*time.Second))
+	for name, opts := range placements() {
+		t.Run(name, func(t *testing.T) { devicePathFailures(t, opts) })
+	}
+}
+
+// placements are the device path's two meetings: ranks in one process
+// (a window) and ranks in separate processes (messages and IPC handles,
+// simulated on in-process ranks).
+func placements() map[string][]collectives.Option {
+	return map[string][]collectives.Option{
+		"in-process": nil,
+		"processes":  {collectives.WithProcesses()},
+	}
+}
+
+func devicePathFailures(t *testing.T, opts []collectives.Option) {
+	w := newWorld(t, 2, append([]collectives.Option{collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(2 * time.Second)}, opts...)...)
 	outs := make([]*array.Array, 2)
 	for r := range 2 {
 		y, err := w.groups[r].AllReduce(w.s[r], fromFloat64(t, w.s[r], gpu.Float32, make([]float64, 3+r), 3+r), collectives.Sum)
@@ -200,13 +238,23 @@ func TestDevicePathFailures(t *testing.T) {
 // TestDevicePathMeetsHostPath: ranks that disagree on the data path meet
 // in one window and fail with ErrMismatch on both sides, not a hang.
 func TestDevicePathMeetsHostPath(t *testing.T) {
+	for name, opts := range placements() {
+		t.Run(name, func(t *testing.T) { devicePathMeetsHostPath(t, opts) })
+	}
+}
+
+func devicePathMeetsHostPath(t *testing.T, opts []collectives.Option) {
 	rt := testenv.Runtime(t)
 	dev := testenv.Device(t)
 	ts := transport.NewLocal(2)
 	paths := []collectives.DataPath{collectives.DataPathDevice, collectives.DataPathStaged}
 	outs := make([]*array.Array, 2)
 	for r := range 2 {
-		g, err := collectives.New(rt, ts[r], 77, collectives.WithDataPath(paths[r]), collectives.WithTimeout(20*time.Second))
+		var tr transport.Transport = ts[r]
+		if len(opts) > 0 { // as across processes: no PeerAccess, the host path matches by messages
+			tr = struct{ transport.Transport }{tr}
+		}
+		g, err := collectives.New(rt, tr, 77, append([]collectives.Option{collectives.WithDataPath(paths[r]), collectives.WithTimeout(20 * time.Second)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
