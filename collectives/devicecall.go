@@ -45,9 +45,6 @@ func (c *call) encodeDevice() (upd, last streams.Event, err error) {
 	case algo.KindRecv:
 		return c.encodeDeviceRecv()
 	}
-	if c.aside() {
-		return c.encodeDeviceAside()
-	}
 	f, s := c.fin, c.s
 	if err := f.UpdateGPU(s, c.p.in); err != nil {
 		return upd, last, err
@@ -126,12 +123,6 @@ func (c *call) runDevice(ctx context.Context) error {
 		}
 		return err
 	}
-	submitted := !c.aside() // on the stream, the kernels run (unarmed or not) and give the table back
-	defer func() {
-		if !submitted {
-			c.hold.close()
-		}
-	}()
 	if err := c.fin.Wait(ctx); err != nil { // 1: the input is written
 		return abort(err)
 	}
@@ -145,16 +136,6 @@ func (c *call) runDevice(ctx context.Context) error {
 	defer m.leave()
 	if err := c.hold.fill(m.entries()); err != nil {
 		return abort(err)
-	}
-	if c.aside() {
-		submitted = true // the kernels' end gives the table back
-		if err := c.runKernelsAside(ctx); err != nil {
-			return abort(err)
-		}
-		if err := m.sync(ctx); err != nil { // every rank's kernels ran
-			return abort(err)
-		}
-		return c.fin.Update() // 2: the stream goes on
 	}
 	if err := c.fin.Update(); err != nil { // 2: go
 		return abort(err)

@@ -44,7 +44,6 @@ type Group struct {
 
 	staging stagingPool // pinned staging buffers for later calls
 	engine  groupEngine // the engine path's engine (engine.go)
-	side    sideQueues  // the cross-process device path's kernels (deviceside.go)
 
 	rec   *trace.Recorder // nil unless WithTracer
 	board *arrivals       // the world's arrivals, for in-process worlds (Local)
@@ -184,9 +183,6 @@ func (g *Group) Close() error {
 	}
 	g.staging.close()
 	g.engine.close()
-	if serr := g.side.close(g.cfg.timeout); serr != nil {
-		err = errors.Join(err, serr)
-	}
 	if g.stopMetrics != nil {
 		g.stopMetrics()
 	}
