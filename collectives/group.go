@@ -44,6 +44,9 @@ type Group struct {
 
 	staging stagingPool // pinned staging buffers for later calls
 	engine  groupEngine // the engine path's engine (engine.go)
+	// oneDevice: every rank's collectives run on one device the device
+	// path serves (cfg.dev), as the group agreed when it was made.
+	oneDevice bool
 
 	rec   *trace.Recorder // nil unless WithTracer
 	board *arrivals       // the world's arrivals, for in-process worlds (Local)
@@ -128,6 +131,7 @@ func Local(rt *actors.Runtime, n int, opts ...Option) ([]*Group, error) {
 			return nil, err
 		}
 		g.board = board
+		g.oneDevice = sharable(cfg.dev) // every rank got the same option
 		groups[r] = g
 	}
 	return groups, nil

@@ -91,6 +91,10 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	g.onClose = func() { node.Close("closed") }
+	if err := g.agreeOnDevice(ctx); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
 	rt.Logger().Info("joined", zap.Int("rank", cfg.Rank), zap.Int("size", cfg.Size), zap.String("source", cfg.Source),
 		zap.String("transport", kind),
 		zap.String("run", cfg.Run), zap.Uint64("group", roster.Group), zap.Strings("data", roster.DataAddrs()))

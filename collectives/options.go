@@ -6,6 +6,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/fence"
+	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/metrics"
 	"github.com/choreo-gpu/choreo/trace"
 )
@@ -40,6 +41,7 @@ type config struct {
 	// processes: the group's ranks live in separate processes (Join made
 	// it), so the device path meets its peers over IPC (deviceipc.go).
 	processes bool
+	dev       gpu.Device // this rank's device (WithDevice), for DataPathAuto
 }
 
 // TraceEvent reports one finished collective: which, on which rank, the

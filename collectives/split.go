@@ -69,7 +69,11 @@ func (g *Group) Split(color, key int) (*Group, error) {
 	_ = binary.Write(h, binary.LittleEndian, [3]uint64{g.id, seq, uint64(int64(color))})
 	id := transport.DerivedGroup(h.Sum64()) // never equal to a world's id
 	sub := &subTransport{parent: g.t, ranks: ranks, rank: me}
-	return newGroup(g.rt, sub, id, g.cfg)
+	sg, err := newGroup(g.rt, sub, id, g.cfg)
+	if sg != nil {
+		sg.oneDevice = g.oneDevice // a subset of ranks on the one device
+	}
+	return sg, err
 }
 
 // subTransport is a group's view of a subset of its parent's ranks: rank i

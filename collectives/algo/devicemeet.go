@@ -41,6 +41,23 @@ func MeetDevice(ctx context.Context, t transport.Transport, d Desc, mine []byte,
 	if err := c.postMatch(); err != nil {
 		return err
 	}
+	return c.exchangeAll(mine, all)
+}
+
+// Exchange sends mine to every rank under d's tag and receives every
+// rank's into all (all[rank] set to mine; each of len(mine) bytes): a
+// plain all-gather of small records, for agreements made outside the
+// ops (a group's devices when it is made: d.Seq 0, which no op takes).
+func Exchange(ctx context.Context, t transport.Transport, d Desc, mine []byte, all [][]byte) error {
+	c := newColl(ctx, t, d, d.Kind, nil)
+	if !c.tagged || len(all) != c.n {
+		return fmt.Errorf("algo: exchange: seq %d, %d records for %d ranks: %w", d.Seq, len(all), c.n, ErrBadArgument)
+	}
+	return c.exchangeAll(mine, all)
+}
+
+// exchangeAll is Exchange's and MeetDevice's pairwise exchange.
+func (c *coll) exchangeAll(mine []byte, all [][]byte) error {
 	all[c.rank] = append(all[c.rank][:0], mine...)
 	for q := range all {
 		if q != c.rank && len(all[q]) != len(mine) {
@@ -50,7 +67,7 @@ func MeetDevice(ctx context.Context, t transport.Transport, d Desc, mine []byte,
 	if c.n == 1 {
 		return nil
 	}
-	return c.pairwise(ctx, stepDeviceMeet, func(int) []byte { return mine }, func(p int) []byte { return all[p] })
+	return c.pairwise(c.ctx, stepDeviceMeet, func(int) []byte { return mine }, func(p int) []byte { return all[p] })
 }
 
 // SyncDevice is the barrier of a device-resident collective d over plain
