@@ -101,7 +101,7 @@ func (f *benchFlags) check() (gpu.DType, []string, error) {
 type benchCmd struct {
 	Ranks    int    `help:"Ranks: processes of one rank each, or in-process ranks with --inproc." default:"4"`
 	Inproc   bool   `help:"Hold every rank in this process (collectives.Local) instead of launching processes."`
-	Datapath string `help:"The data path: staged (the host path), device (kernels read the peers' device buffers: all-reduce, all-gather, reduce-scatter, broadcast; across processes through CUDA IPC) or nccl (launched ranks, one GPU each: NCCL moves the bytes)." enum:"staged,device,nccl" default:"staged"`
+	Datapath string `help:"The data path: auto (device-resident for payloads of 4 MiB or more when the ranks share one GPU, else staged), staged (the host path), device (kernels read the peers' device buffers: all-reduce, all-gather, reduce-scatter, broadcast; across processes through CUDA IPC) or nccl (launched ranks, one GPU each: NCCL moves the bytes)." enum:"auto,staged,device,nccl" default:"auto"`
 	benchFlags
 	obsFlags
 }
@@ -112,19 +112,21 @@ func (c *benchCmd) Run(g *globals) error {
 		return err
 	}
 	if !c.Inproc {
-		if c.Datapath != "staged" { // the ranks' groups read it (collectives.DataPathEnv)
+		if c.Datapath != "auto" { // the ranks' groups read it (collectives.DataPathEnv)
 			if err := os.Setenv(collectives.DataPathEnv, c.Datapath); err != nil {
 				return err
 			}
 		}
 		return launchNodes(g, c.Ranks, append([]string{"bench"}, c.args()...), launchSpec{obs: c.obsFlags})
 	}
-	path := collectives.DataPathStaged
+	path := collectives.DataPathAuto
 	switch c.Datapath {
 	case "nccl":
 		return fmt.Errorf("--datapath nccl needs launched ranks, one GPU each (NCCL refuses two ranks on one GPU): drop --inproc")
 	case "device":
 		path = collectives.DataPathDevice
+	case "staged":
+		path = collectives.DataPathStaged
 	}
 	w, err := newObservedWorld(g.log, c.Backend, c.Ranks, c.Timeout, c.obsFlags, collectives.WithDataPath(path))
 	if err != nil {

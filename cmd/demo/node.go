@@ -75,7 +75,8 @@ func joinWorld(log *zap.Logger, backend string, timeout time.Duration) (*world, 
 		fmt.Printf("rank %d: GPU %d, %s (%s)\n", cfg.Rank, d.Ordinal(), w.dev.Properties().Name, w.dev.Properties().Backend)
 	}
 	w.obs = observeRank(cfg.Rank)
-	g, err := collectives.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout)}, w.obs.options()...)...)
+	g, err := collectives.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout),
+		collectives.WithDevice(w.dev)}, w.obs.options()...)...)
 	if err == nil {
 		w.joined, w.path = true, g.DataPath()
 		err = w.hold([]*collectives.Group{g})

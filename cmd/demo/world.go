@@ -40,6 +40,8 @@ type world struct {
 // pathLine says which data path the world's collectives take.
 func (w *world) pathLine() string {
 	switch {
+	case w.path == collectives.DataPathAuto && len(w.groups) > 0 && w.groups[0].OneDevice():
+		return fmt.Sprintf("auto: device-resident for payloads of %d bytes or more per rank (the ranks share one GPU), host-staged below", collectives.AutoDeviceMinBytes)
 	case w.path == collectives.DataPathNCCL && w.joined:
 		if _, ok := w.dev.(gpu.EngineDevice); ok {
 			return "engine (NCCL moves all-reduce, all-gather, reduce-scatter of equal blocks and broadcast on the device; the other ops host-staged)"
@@ -81,7 +83,7 @@ func newObservedWorld(log *zap.Logger, backend string, n int, timeout time.Durat
 		return nil, err
 	}
 	w.obs = obs
-	groups, err := collectives.Local(w.rt, n, slices.Concat([]collectives.Option{collectives.WithTimeout(timeout)}, obs.options(), opts)...)
+	groups, err := collectives.Local(w.rt, n, slices.Concat([]collectives.Option{collectives.WithTimeout(timeout), collectives.WithDevice(w.dev)}, obs.options(), opts)...)
 	if err == nil {
 		err = w.hold(groups)
 	}
