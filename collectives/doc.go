@@ -24,9 +24,13 @@
 // started together), choreography.go (launch: sequence numbers, checks, the
 // order of the steps), call.go (a call's resources: output, staging,
 // fences), gpuside.go (the GPU stream's commands), commtask.go (the comm
-// stream's task), datapath.go, devicecall.go, devicep2p.go and
-// deviceshare.go (the device-resident data path: kernels that read the
-// peers' device buffers), ledger.go (refusing GPU stream orders that would
+// stream's task), datapath.go (the data paths and what auto chooses),
+// devicecall.go, devicep2p.go, deviceshare.go, devicemeet.go and
+// deviceipc.go (the device-resident data path: kernels that read the
+// peers' device buffers, which ranks learn in a window in process or over
+// messages and CUDA IPC across processes), engine.go (the engine path: a
+// vendor library such as NCCL moves the bytes), ledger.go (refusing GPU
+// stream orders that would
 // deadlock), split.go (Split and subgroups), staging.go (pinned staging
 // buffers), report.go (the failure report). The package imports the layers
 // below it: actors, streams, fence, array, collectives/algo and

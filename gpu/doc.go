@@ -12,6 +12,11 @@
 //
 //	dev, err := gpu.Open("auto")
 //
+// Optional interfaces extend a device for the collectives' faster paths:
+// PeerDevice (peer tables: kernels that read buffers named at run time),
+// IPCDevice (buffers other processes on the host can map) and
+// EngineDevice (a vendor collective library such as NCCL).
+//
 // gpu imports nothing of the rest of the runtime: streams, fences and arrays
 // are built on top of it.
 package gpu
