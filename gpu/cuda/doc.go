@@ -126,4 +126,19 @@
 // ErrNoKernels. Their arithmetic follows the rules gpu/gputest checks
 // (float16/bfloat16 in float32, rounded once to nearest even; integers
 // wrap; float scalars on integers truncate toward zero, saturating).
+// PeerReduce (peer.go) is the collectives' device path: one kernel that
+// reduces or copies between buffers a peer table names.
+//
+// # Sharing with other processes and libraries
+//
+// ipc.go implements gpu.IPCDevice with CUDA IPC: Export gives a buffer's
+// allocation handle and offset (asked once per buffer address), Import maps
+// a handle once per allocation into an alias buffer; device memory goes
+// back to the driver only at Close, so a mapping never outlives its
+// memory while the exporting device is open. raw.go gives other libraries
+// what they need (DevicePointer, a raw stream, OnContext). engine.go
+// implements gpu.EngineDevice with NCCL (package nccl): an engine is a
+// communicator on a raw stream of its own, made within a bound and warmed
+// up by one collective before it is handed out, because a communicator's
+// first collective waits for every stream of the device.
 package cuda
