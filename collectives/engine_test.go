@@ -13,7 +13,6 @@ import (
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
-	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/internal/testenv"
@@ -305,23 +304,8 @@ func engineCase(t *testing.T, w *world, n int, dt gpu.DType, count int) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	full := reduceRef(dt, op, ins)
 	for r := range n {
-		for name, a := range map[string]*array.Array{"allreduce": ar[r], "allreduce in place": arIn[r]} {
-			if err := compare(dt, values(t, dt, a), full); err != nil {
-				t.Fatalf("%s %s rank %d: %v", name, op, r, err)
-			}
-		}
-		if err := compare(dt, values(t, dt, ag[r]), slices.Concat(ins...)); err != nil {
-			t.Fatalf("allgather rank %d: %v", r, err)
-		}
-		lo, hi := algo.BlockRange(count, n, r)
-		if err := compare(dt, values(t, dt, rs[r]), full[lo:hi]); err != nil {
-			t.Fatalf("reducescatter %s rank %d: %v", op, r, err)
-		}
-		if err := compare(dt, values(t, dt, bc[r]), ins[root]); err != nil {
-			t.Fatalf("broadcast from %d rank %d: %v", root, r, err)
-		}
+		checkFive(t, dt, op, root, count, r, ins, ar[r], arIn[r], ag[r], rs[r], bc[r])
 		if err := w.groups[r].Wait(testenv.Ctx(t, 20*time.Second)); err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}

@@ -3,12 +3,14 @@ package collectives_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/algo"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/gpu/half"
 	"github.com/choreo-gpu/choreo/internal/testenv"
@@ -190,4 +192,28 @@ func compare(dt gpu.DType, got, want []float64) error {
 		}
 	}
 	return nil
+}
+
+// checkFive checks rank r's all-reduce (out of place and in place),
+// all-gather, reduce-scatter and broadcast outputs against the reference
+// computed from every rank's input ins.
+func checkFive(t *testing.T, dt gpu.DType, op collectives.Op, root, count, r int, ins [][]float64, ar, arIn, ag, rs, bc *array.Array) {
+	t.Helper()
+	n := len(ins)
+	full := reduceRef(dt, op, ins)
+	for name, a := range map[string]*array.Array{"allreduce": ar, "allreduce in place": arIn} {
+		if err := compare(dt, values(t, dt, a), full); err != nil {
+			t.Fatalf("%s %s rank %d: %v", name, op, r, err)
+		}
+	}
+	if err := compare(dt, values(t, dt, ag), slices.Concat(ins...)); err != nil {
+		t.Fatalf("allgather rank %d: %v", r, err)
+	}
+	lo, hi := algo.BlockRange(count, n, r)
+	if err := compare(dt, values(t, dt, rs), full[lo:hi]); err != nil {
+		t.Fatalf("reducescatter %s rank %d: %v", op, r, err)
+	}
+	if err := compare(dt, values(t, dt, bc), ins[root]); err != nil {
+		t.Fatalf("broadcast from %d rank %d: %v", root, r, err)
+	}
 }

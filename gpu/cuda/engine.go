@@ -119,78 +119,64 @@ func (e *engine) warmUp(ctx context.Context) error {
 	return e.Sync(ctx)
 }
 
-// ptrs resolves the buffers' device addresses.
-func ptrs(op string, in, out gpu.Buffer) (uintptr, uintptr, error) {
-	pi, err := DevicePointer(in)
-	if err != nil {
-		return 0, 0, fmt.Errorf("cuda: engine %s: input: %w", op, err)
-	}
-	po, err := DevicePointer(out)
-	if err != nil {
-		return 0, 0, fmt.Errorf("cuda: engine %s: output: %w", op, err)
-	}
-	return pi, po, nil
+// args are a collective's resolved arguments: the buffers' device
+// addresses, NCCL's type and (where the call reduces) its reduction.
+type args struct {
+	in, out uintptr
+	dt      nccl.DataType
+	op      nccl.RedOp
 }
 
-// types resolves dt and op (op only where the call reduces).
-func types(op string, dt gpu.DType, r gpu.ReduceOp, reduces bool) (nccl.DataType, nccl.RedOp, error) {
-	t, ok := ncclType[dt]
-	if !ok {
-		return 0, 0, badArgf("engine %s: NCCL has no %s", op, dt)
+// resolve resolves a collective's arguments.
+func resolve(name string, in, out gpu.Buffer, dt gpu.DType, op gpu.ReduceOp, reduces bool) (args, error) {
+	var a args
+	var ok bool
+	if a.dt, ok = ncclType[dt]; !ok {
+		return a, badArgf("engine %s: NCCL has no %s", name, dt)
 	}
-	o, ok := ncclOp[r]
-	if reduces && !ok {
-		return 0, 0, badArgf("engine %s: reduction %v", op, r)
+	if a.op, ok = ncclOp[op]; reduces && !ok {
+		return a, badArgf("engine %s: reduction %v", name, op)
 	}
-	return t, o, nil
+	var err error
+	if a.in, err = DevicePointer(in); err != nil {
+		return a, fmt.Errorf("cuda: engine %s: input: %w", name, err)
+	}
+	if a.out, err = DevicePointer(out); err != nil {
+		return a, fmt.Errorf("cuda: engine %s: output: %w", name, err)
+	}
+	return a, nil
 }
 
 func (e *engine) AllReduce(in, out gpu.Buffer, count int, dt gpu.DType, op gpu.ReduceOp) error {
-	t, o, err := types("allreduce", dt, op, true)
+	a, err := resolve("allreduce", in, out, dt, op, true)
 	if err != nil {
 		return err
 	}
-	pi, po, err := ptrs("allreduce", in, out)
-	if err != nil {
-		return err
-	}
-	return e.comm.AllReduce(pi, po, count, t, o, e.stream.Handle())
+	return e.comm.AllReduce(a.in, a.out, count, a.dt, a.op, e.stream.Handle())
 }
 
 func (e *engine) AllGather(in, out gpu.Buffer, count int, dt gpu.DType) error {
-	t, _, err := types("allgather", dt, 0, false)
+	a, err := resolve("allgather", in, out, dt, 0, false)
 	if err != nil {
 		return err
 	}
-	pi, po, err := ptrs("allgather", in, out)
-	if err != nil {
-		return err
-	}
-	return e.comm.AllGather(pi, po, count, t, e.stream.Handle())
+	return e.comm.AllGather(a.in, a.out, count, a.dt, e.stream.Handle())
 }
 
 func (e *engine) ReduceScatter(in, out gpu.Buffer, count int, dt gpu.DType, op gpu.ReduceOp) error {
-	t, o, err := types("reducescatter", dt, op, true)
+	a, err := resolve("reducescatter", in, out, dt, op, true)
 	if err != nil {
 		return err
 	}
-	pi, po, err := ptrs("reducescatter", in, out)
-	if err != nil {
-		return err
-	}
-	return e.comm.ReduceScatter(pi, po, count, t, o, e.stream.Handle())
+	return e.comm.ReduceScatter(a.in, a.out, count, a.dt, a.op, e.stream.Handle())
 }
 
 func (e *engine) Broadcast(in, out gpu.Buffer, count int, dt gpu.DType, root int) error {
-	t, _, err := types("broadcast", dt, 0, false)
+	a, err := resolve("broadcast", in, out, dt, 0, false)
 	if err != nil {
 		return err
 	}
-	pi, po, err := ptrs("broadcast", in, out)
-	if err != nil {
-		return err
-	}
-	return e.comm.Broadcast(pi, po, count, t, root, e.stream.Handle())
+	return e.comm.Broadcast(a.in, a.out, count, a.dt, root, e.stream.Handle())
 }
 
 // Sync waits for the stream; a failure NCCL reports meanwhile (a peer's
