@@ -79,7 +79,9 @@ func (t *Transport) sweep(tag transport.Tag, a error) {
 		for id, s := range p.sends {
 			if same(s.key) {
 				s.failWith(a)
-				delete(p.sends, id)
+				if !s.cma {
+					delete(p.sends, id) // one offered by address waits for its answer
+				}
 			}
 		}
 		p.mu.Unlock()

@@ -77,6 +77,15 @@ type Config struct {
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 
+	// CMAMin is the least message offered to the receiver by address
+	// (single copy, see cma.go): a receiver that may read this process's
+	// memory copies it straight from the sender's buffer; smaller
+	// messages, and every message to a receiver that may not, go through
+	// the slots. Negative turns single copy off (this rank neither offers
+	// nor reads). The variable CHOREO_SHM_CMA overrides it ("off", or a
+	// byte count). Default DefaultCMAMin.
+	CMAMin int
+
 	// OnRefused, if set, is called (from a connection's goroutine, during
 	// Connect; it must not block) with the reason each refused connection
 	// was refused. The package itself never logs.
@@ -130,6 +139,14 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.PeerTimeout < 0 || c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.PeerTimeout/3 {
 		return bad("HeartbeatInterval %v for PeerTimeout %v (want 0 < interval <= timeout/3)", c.HeartbeatInterval, c.PeerTimeout)
+	}
+	if c.CMAMin == 0 {
+		c.CMAMin = DefaultCMAMin
+	}
+	if n, err := cmaMinFromEnv(c.CMAMin); err != nil {
+		return bad("%v", err)
+	} else {
+		c.CMAMin = n
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout

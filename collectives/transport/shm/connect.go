@@ -122,14 +122,23 @@ func (m *mesh) unreserve(p int) {
 }
 
 // attach installs peer p's socket and region.
-func (m *mesh) attach(p int, nc *net.UnixConn, mem []byte, g geometry, window int) error {
+func (m *mesh) attach(p int, nc *net.UnixConn, mem []byte, g geometry, window int, probe uint64) error {
 	s, err := newSock(m.t, nc)
 	if err != nil {
 		return err
 	}
+	// Single copy from p: its process, as the kernel names it, and
+	// whether this process may read its memory.
+	pid := 0
+	if m.t.cfg.CMAMin > 0 && probe != 0 {
+		if id, err := peerPID(nc); err == nil && probeCMA(id, probe) {
+			pid = id
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.t.peers[p].attach(s, mem, g, window)
+	m.t.peers[p].cmaPID = pid
 	delete(m.errs, p)
 	m.have++
 	if m.have == m.need {
@@ -217,13 +226,13 @@ func (t *Transport) bound(ctx context.Context, nc net.Conn) func() bool {
 func (m *mesh) acceptOne(ctx context.Context, nc *net.UnixConn) error {
 	t := m.t
 	stop := t.bound(ctx, nc)
-	h, mem, g, win, err := t.acceptHandshake(nc, m)
+	h, mem, g, win, probe, err := t.acceptHandshake(nc, m)
 	if !stop() && err == nil {
 		err = transport.CtxError(ctx)
 	}
 	if err == nil {
 		_ = nc.SetDeadline(time.Time{})
-		err = m.attach(h, nc, mem, g, win)
+		err = m.attach(h, nc, mem, g, win, probe)
 	}
 	if err != nil && mem != nil {
 		unmap(mem)
@@ -260,13 +269,13 @@ func (m *mesh) dialOne(ctx context.Context, p int) error {
 		return err
 	}
 	stop := t.bound(ctx, nc)
-	mem, g, win, err := t.dialHandshake(nc, p)
+	mem, g, win, probe, err := t.dialHandshake(nc, p)
 	if !stop() && err == nil {
 		err = transport.CtxError(ctx)
 	}
 	if err == nil {
 		_ = nc.SetDeadline(time.Time{})
-		err = m.attach(p, nc, mem, g, win)
+		err = m.attach(p, nc, mem, g, win, probe)
 	}
 	if err != nil {
 		unmap(mem)
@@ -297,6 +306,7 @@ func (t *Transport) ourHello(kind uint8, peer int) hsMsg {
 		Slots:    uint32(t.cfg.Slots),
 		Run:      runHash(t.cfg.Run),
 		Nonce:    nonce(),
+		Probe:    t.probeAddr(),
 	}
 }
 
@@ -315,61 +325,61 @@ func readHS(nc *net.UnixConn, kind uint8) (hsMsg, []byte, error) {
 // dialHandshake runs the dialer's side on nc: hello, challenge, proof,
 // verdict (with the region), ready. It returns the mapped region and the
 // peer's window.
-func (t *Transport) dialHandshake(nc *net.UnixConn, p int) (mem []byte, g geometry, window int, err error) {
+func (t *Transport) dialHandshake(nc *net.UnixConn, p int) (mem []byte, g geometry, window int, probe uint64, err error) {
 	hello := t.ourHello(hsHello, p)
 	hb := hello.encode()
 	if _, err := nc.Write(hb); err != nil {
-		return nil, g, 0, err
+		return nil, g, 0, 0, err
 	}
 	ch, cb, err := readHS(nc, hsChallenge)
 	if err != nil {
-		return nil, g, 0, err
+		return nil, g, 0, 0, err
 	}
 	if ch.Status != stOK {
-		return nil, g, 0, refusal(ch.Status)
+		return nil, g, 0, 0, refusal(ch.Status)
 	}
 	switch {
 	case ch.Version != protoVersion:
-		return nil, g, 0, fmt.Errorf("%w: version %d", errHandshake, ch.Version)
+		return nil, g, 0, 0, fmt.Errorf("%w: version %d", errHandshake, ch.Version)
 	case ch.Group != t.cfg.Group || ch.Run != hello.Run:
-		return nil, g, 0, fmt.Errorf("%w: group %d or run differs (want group %d)", errHandshake, ch.Group, t.cfg.Group)
+		return nil, g, 0, 0, fmt.Errorf("%w: group %d or run differs (want group %d)", errHandshake, ch.Group, t.cfg.Group)
 	case ch.From != uint32(p) || ch.To != uint32(t.rank):
-		return nil, g, 0, fmt.Errorf("%w: ranks %d->%d, want %d->%d", errHandshake, ch.From, ch.To, p, t.rank)
+		return nil, g, 0, 0, fmt.Errorf("%w: ranks %d->%d, want %d->%d", errHandshake, ch.From, ch.To, p, t.rank)
 	case ch.Size != uint32(t.size) || !windowOK(ch.Window):
-		return nil, g, 0, fmt.Errorf("%w: configuration differs", errHandshake)
+		return nil, g, 0, 0, fmt.Errorf("%w: configuration differs", errHandshake)
 	}
 	proof := hsMsg{Version: protoVersion, Kind: hsProof, Nonce: handshakeMAC(t.cfg.Secret, labelDialer, hb, cb)}
 	if _, err := nc.Write(proof.encode()); err != nil {
-		return nil, g, 0, err
+		return nil, g, 0, 0, err
 	}
 	v, fd, err := readVerdict(nc)
 	if err != nil {
-		return nil, g, 0, err
+		return nil, g, 0, 0, err
 	}
 	if v.Status != stOK {
 		closeFD(fd)
-		return nil, g, 0, refusal(v.Status)
+		return nil, g, 0, 0, refusal(v.Status)
 	}
 	want := handshakeMAC(t.cfg.Secret, labelAcceptor, hb, cb)
 	if !hmac.Equal(v.Nonce[:], want[:]) {
 		closeFD(fd)
-		return nil, g, 0, fmt.Errorf("%w: the peer does not know the secret", errHandshake)
+		return nil, g, 0, 0, fmt.Errorf("%w: the peer does not know the secret", errHandshake)
 	}
 	if fd < 0 {
-		return nil, g, 0, fmt.Errorf("%w: no region with the verdict", errHandshake)
+		return nil, g, 0, 0, fmt.Errorf("%w: no region with the verdict", errHandshake)
 	}
 	mem, g, err = mapPeerRegion(fd, int(ch.SlotSize), int(ch.Slots), t.cfg.Group, p, t.rank)
 	ready := hsMsg{Version: protoVersion, Kind: hsReady}
 	if err != nil {
 		ready.Status = stRegion
 		_, _ = nc.Write(ready.encode())
-		return nil, g, 0, err
+		return nil, g, 0, 0, err
 	}
 	if _, err := nc.Write(ready.encode()); err != nil {
 		unmap(mem)
-		return nil, g, 0, err
+		return nil, g, 0, 0, err
 	}
-	return mem, g, int(ch.Window), nil
+	return mem, g, int(ch.Window), ch.Probe, nil
 }
 
 // mapPeerRegion maps the region a lower rank handed over and checks its
@@ -450,10 +460,10 @@ func closeFD(fd int) {
 // proved the secret it reserves h, creates the pair's region and hands it
 // over. It returns h, the region and h's window; on failure after the
 // region was made, the region too (the caller unmaps it).
-func (t *Transport) acceptHandshake(nc *net.UnixConn, m *mesh) (h int, mem []byte, g geometry, window int, err error) {
+func (t *Transport) acceptHandshake(nc *net.UnixConn, m *mesh) (h int, mem []byte, g geometry, window int, probe uint64, err error) {
 	hello, hb, err := readHS(nc, hsHello)
 	if err != nil {
-		return 0, nil, g, 0, err
+		return 0, nil, g, 0, 0, err
 	}
 	h = int(hello.From)
 	ch := t.ourHello(hsChallenge, h)
@@ -471,27 +481,27 @@ func (t *Transport) acceptHandshake(nc *net.UnixConn, m *mesh) (h int, mem []byt
 	if why != nil {
 		ch.Nonce = [32]byte{}
 		_, _ = nc.Write(ch.encode())
-		return 0, nil, g, 0, fmt.Errorf("%s: %w", statusText[ch.Status], why)
+		return 0, nil, g, 0, 0, fmt.Errorf("%s: %w", statusText[ch.Status], why)
 	}
 	cb := ch.encode()
 	if _, err := nc.Write(cb); err != nil {
-		return 0, nil, g, 0, err
+		return 0, nil, g, 0, 0, err
 	}
 	proof, _, err := readHS(nc, hsProof)
 	if err != nil {
-		return 0, nil, g, 0, err
+		return 0, nil, g, 0, 0, err
 	}
 	want := handshakeMAC(t.cfg.Secret, labelDialer, hb, cb)
 	v := hsMsg{Version: protoVersion, Kind: hsVerdict}
 	if !hmac.Equal(proof.Nonce[:], want[:]) {
 		v.Status = stMAC
 		_, _ = nc.Write(v.encode())
-		return 0, nil, g, 0, errors.New(statusText[stMAC])
+		return 0, nil, g, 0, 0, errors.New(statusText[stMAC])
 	}
 	if !m.reserve(h) {
 		v.Status = stDuplicate
 		_, _ = nc.Write(v.encode())
-		return 0, nil, g, 0, fmt.Errorf("%s: rank %d", statusText[stDuplicate], h)
+		return 0, nil, g, 0, 0, fmt.Errorf("%s: rank %d", statusText[stDuplicate], h)
 	}
 	g = geometry{slotSize: t.cfg.SlotSize, slots: t.cfg.Slots, group: t.cfg.Group, low: t.rank, high: h}
 	f, mem, err := newRegion(regionSize(g.slotSize, g.slots))
@@ -499,21 +509,21 @@ func (t *Transport) acceptHandshake(nc *net.UnixConn, m *mesh) (h int, mem []byt
 		m.unreserve(h)
 		v.Status = stRegion
 		_, _ = nc.Write(v.encode())
-		return 0, nil, g, 0, err
+		return 0, nil, g, 0, 0, err
 	}
 	writeHeader(mem, g)
 	v.Nonce = handshakeMAC(t.cfg.Secret, labelAcceptor, hb, cb)
 	_, _, err = nc.WriteMsgUnix(v.encode(), unix.UnixRights(int(f.Fd())), nil)
 	_ = f.Close()
 	if err != nil {
-		return h, mem, g, 0, err
+		return h, mem, g, 0, 0, err
 	}
 	r, _, err := readHS(nc, hsReady)
 	if err == nil && r.Status != stOK {
 		err = refusal(r.Status)
 	}
 	if err != nil {
-		return h, mem, g, 0, err
+		return h, mem, g, 0, 0, err
 	}
-	return h, mem, g, int(hello.Window), nil
+	return h, mem, g, int(hello.Window), hello.Probe, nil
 }

@@ -25,7 +25,15 @@ func (p *peer) slot(s []byte) error {
 		if h.len != 0 {
 			return fmt.Errorf("RTS with %d bytes", h.len)
 		}
-		return p.rtsIn(h)
+		return p.rtsIn(h, false)
+	case slotRTSCMA:
+		if h.len != 0 {
+			return fmt.Errorf("RTS with %d bytes", h.len)
+		}
+		if h.size == 0 || h.off == 0 || h.off+h.size < h.off || h.off+h.size > maxUserAddr {
+			return fmt.Errorf("message of %d bytes offered at %#x", h.size, h.off)
+		}
+		return p.rtsIn(h, true)
 	case slotChunk:
 		return p.chunkIn(h, payload)
 	}
@@ -70,7 +78,7 @@ func (p *peer) eagerIn(h slotHeader, payload []byte) error {
 }
 
 // rtsIn queues an announced message and matches it.
-func (p *peer) rtsIn(h slotHeader) error {
+func (p *peer) rtsIn(h slotHeader, cma bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if h.id <= p.rtsSeen {
@@ -89,7 +97,11 @@ func (p *peer) rtsIn(h slotHeader) error {
 	}
 	p.rts++
 	q := p.queue(h.tag)
-	q.arrived = append(q.arrived, &inMsg{tag: h.tag, id: h.id, size: int(h.size)})
+	m := &inMsg{tag: h.tag, id: h.id, size: int(h.size)}
+	if cma {
+		m.cma, m.addr = true, h.off
+	}
+	q.arrived = append(q.arrived, m)
 	p.match(h.tag, q)
 	return nil
 }
@@ -135,17 +147,25 @@ func (p *peer) chunkIn(h slotHeader, payload []byte) error {
 
 // retracted applies a retraction from the socket: one whose RTS is not
 // drained yet (the socket can overtake the ring) is remembered and drops
-// that RTS when it comes.
-func (p *peer) retracted(id uint64) error {
+// that RTS when it comes. A retraction of a message offered by address
+// (ack) is answered ctlDone once nothing will read the message any more:
+// at once, or when the read in progress ends (see receiveCMA).
+func (p *peer) retracted(id uint64, ack bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if m := p.matched[id]; m != nil && m.cma {
+		return nil // its read ends, then answers
+	}
 	if id <= p.rtsSeen {
 		p.retract(id)
-		return nil
+	} else {
+		if len(p.early) >= 4*maxRTS {
+			return fmt.Errorf("over %d early retractions", 4*maxRTS)
+		}
+		p.early[id] = true
 	}
-	if len(p.early) >= 4*maxRTS {
-		return fmt.Errorf("over %d early retractions", 4*maxRTS)
+	if ack {
+		p.clear(id, ctlDone)
 	}
-	p.early[id] = true
 	return nil
 }

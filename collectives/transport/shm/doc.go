@@ -16,8 +16,13 @@
 // while the receiver's window has room; larger ones are announced (RTS),
 // wait for the receiver's Recv (a clear-to-send in the control ring), and
 // are copied from the sender's slice into slots and from the slots
-// straight into the receiver's buffer. Messages are matched by Tag, in
-// order per tag; different tags never wait for each other.
+// straight into the receiver's buffer. Messages of Config.CMAMin bytes or
+// more are copied once instead, where the host lets a rank read its
+// peer's memory (probed at Connect): the RTS carries the sender's
+// address, the receiver reads the bytes straight from the sender's slice
+// into its buffer (process_vm_readv) and answers when done, and the Send
+// returns then (see cma.go). Messages are matched by Tag, in order per
+// tag; different tags never wait for each other.
 //
 // A call that waits for its peer (a Recv, a rendezvous Send's
 // clear-to-send) first polls the incoming lane itself, consuming what

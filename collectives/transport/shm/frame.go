@@ -16,8 +16,10 @@ import (
 //	DATA     the sender published slots or control entries while the
 //	         receiver slept (a doorbell)
 //	SPACE    the receiver freed the slots a blocked sender waits for
-//	CTS      id, flags: a clear-to-send that did not fit the control ring
-//	RETRACT  id: the sender gave up the message it announced
+//	CTS      id, flags: a control entry that did not fit the control ring
+//	         (0 ctlCTS, 1 ctlCTSSize, 2 ctlDone)
+//	RETRACT  id: the sender gave up the message it announced; flags 1:
+//	         it was offered by address, answer ctlDone (see cma.go)
 //	ABORT    group, seq, id = unix nanoseconds at the origin,
 //	         code = transport.CauseCode, text = the cause's text
 //	PING     nothing (a heartbeat)

@@ -10,19 +10,21 @@ import (
 
 // protoVersion is the protocol's version, carried by every handshake
 // message; a peer speaking another version is refused.
-const protoVersion = 1
+const protoVersion = 2
 
-// The handshake: five fixed 80-byte messages on the pair's socket, the
+// The handshake: five fixed 88-byte messages on the pair's socket, the
 // higher rank dialing the lower one's rendezvous socket (little endian):
 //
 //		magic "CHSM" [0:4], version u16 [4:6], kind u8 [6], status u8 [7],
 //		group u64 [8:16], from u32 [16:20], to u32 [20:24], size u32 [24:28],
 //		window u32 [28:32], slot size u32 [32:36], slots u32 [36:40],
-//		run hash [40:48], nonce or MAC [48:80]
+//		run hash [40:48], nonce or MAC [48:80], probe u64 [80:88]
 //
-//	 1. hello (dialer): its view of the group and a fresh nonce.
+//	 1. hello (dialer): its view of the group, the address of its
+//	    cross-memory probe word (0: single copy off; see cma.go) and a
+//	    fresh nonce.
 //	 2. challenge (acceptor): its view, the ring geometry it will create,
-//	    and a fresh nonce; or a refusal status and the close.
+//	    its probe word's address and a fresh nonce; or a refusal status and the close.
 //	 3. proof (dialer): HMAC-SHA256(secret, "choreo/shm/v1 dialer proof" ||
 //	    hello || challenge).
 //	 4. verdict (acceptor): when the proof holds, HMAC-SHA256(secret,
@@ -34,7 +36,7 @@ const protoVersion = 1
 // Both nonces are in every MAC, so a recorded handshake replays to
 // nothing; no region exists before the dialer proved the secret, and the
 // dialer maps nothing before the acceptor proved it.
-const hsSize = 80
+const hsSize = 88
 
 var hsMagic = [4]byte{'C', 'H', 'S', 'M'}
 
@@ -82,6 +84,7 @@ type hsMsg struct {
 	Window, SlotSize, Slots uint32
 	Run                     [8]byte
 	Nonce                   [32]byte
+	Probe                   uint64
 }
 
 var errHandshake = errors.New("bad handshake message")
@@ -101,6 +104,7 @@ func (m *hsMsg) encode() []byte {
 	le.PutUint32(b[36:], m.Slots)
 	copy(b[40:48], m.Run[:])
 	copy(b[48:80], m.Nonce[:])
+	le.PutUint64(b[80:], m.Probe)
 	return b
 }
 
@@ -119,7 +123,7 @@ func decodeHS(b []byte, kind uint8) (hsMsg, error) {
 	m = hsMsg{Version: le.Uint16(b[4:]), Kind: b[6], Status: b[7], Group: le.Uint64(b[8:]),
 		From: le.Uint32(b[16:]), To: le.Uint32(b[20:]), Size: le.Uint32(b[24:]),
 		Window: le.Uint32(b[28:]), SlotSize: le.Uint32(b[32:]), Slots: le.Uint32(b[36:]),
-		Run: [8]byte(b[40:48]), Nonce: [32]byte(b[48:80])}
+		Run: [8]byte(b[40:48]), Nonce: [32]byte(b[48:80]), Probe: le.Uint64(b[80:])}
 	if m.Kind != kind {
 		return m, fmt.Errorf("%w: kind %d, want %d", errHandshake, m.Kind, kind)
 	}

@@ -30,6 +30,7 @@ type peer struct {
 	out, in  *lane
 	window   int // the peer's MaxBuffered: this rank's eager window toward it
 	eagerMax int // the largest message sent eagerly to it
+	cmaPID   int // the peer's process, when this one may read its memory (else 0)
 
 	live     sync.RWMutex
 	down     atomic.Bool   // lost or closed: set before gone closes

@@ -243,7 +243,7 @@ func (p *peer) control() bool {
 		kind, id := getCtl(in.ctl(t))
 		t++
 		in.ctlTail.Store(t)
-		if kind != ctlCTS && kind != ctlCTSSize {
+		if kind != ctlCTS && kind != ctlCTSSize && kind != ctlDone {
 			p.protocol(fmt.Errorf("control entry of kind %d", kind))
 			break
 		}
@@ -295,12 +295,15 @@ func (p *peer) frame(b []byte) error {
 		p.spaced()
 	case fCTS:
 		kind := uint32(ctlCTS)
-		if f.flags != 0 {
+		switch f.flags {
+		case 1:
 			kind = ctlCTSSize
+		case 2:
+			kind = ctlDone
 		}
 		p.cleared(f.id, kind)
 	case fRetract:
-		return p.retracted(f.id)
+		return p.retracted(f.id, f.flags == 1)
 	case fAbort:
 		p.t.remoteAbort(p, &f)
 	case fPing:

@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -28,6 +29,8 @@ type inMsg struct {
 	id    uint64 // rendezvous
 	got   int    // rendezvous: bytes received so far
 	op    *op    // the Recv receiving it, nil once that Recv ended
+	cma   bool   // offered by address (at addr in the sender), read by its Recv
+	addr  uint64
 }
 
 // Recv operation states.
@@ -40,12 +43,18 @@ const (
 // op is a Recv. done receives exactly one value. While busy, the pump
 // goroutine copies a slot into buf without the lock; whoever ends the op
 // then sets stop, and the pump ends it after that copy.
+//
+// A message offered by address is handed to the Recv's goroutine (job),
+// busy from the match: that goroutine reads it (see receiveCMA), looking
+// at halt between pieces.
 type op struct {
 	buf   []byte
 	tag   transport.Tag
 	done  chan error
+	job   chan *inMsg
 	state int
 	busy  bool
+	halt  atomic.Bool
 	stop  error
 	m     *inMsg
 }
@@ -67,7 +76,7 @@ func (t *Transport) recv(ctx context.Context, src int, tag transport.Tag, into [
 	defer t.exit()
 	p.live.RLock()
 	defer p.live.RUnlock()
-	r := &op{buf: into, tag: tag, done: make(chan error, 1), state: opPosted}
+	r := &op{buf: into, tag: tag, done: make(chan error, 1), job: make(chan *inMsg, 1), state: opPosted}
 	p.mu.Lock()
 	if err := p.checkLocked(tag); err != nil && (err != p.lost || !p.arrivedLocked(tag)) {
 		p.mu.Unlock()
@@ -81,28 +90,41 @@ func (t *Transport) recv(ctx context.Context, src int, tag transport.Tag, into [
 	// The message is often microseconds away: poll for it before parking
 	// where processors are to spare (see poll).
 	start := time.Now()
-	if p.poll(func() bool { return len(r.done) > 0 }) {
+	waited := false
+	if p.poll(func() bool { return len(r.done) > 0 || len(r.job) > 0 }) {
 		p.t.poll.Waited(time.Since(start))
-		return <-r.done
+		waited = true
+		if len(r.done) > 0 {
+			return <-r.done
+		}
 	}
 	rc := recheck{p: p}
 	defer rc.stop()
-wait:
+	cancel := ctx.Done()
 	for {
 		select {
 		case err := <-r.done:
-			p.t.poll.Waited(time.Since(start))
+			if !waited {
+				p.t.poll.Waited(time.Since(start))
+			}
 			return err
-		case <-ctx.Done():
-			break wait
+		case m := <-r.job:
+			if !waited {
+				p.t.poll.Waited(time.Since(start))
+				waited = true
+			}
+			p.receiveCMA(r, m)
+		case <-cancel:
+			// The Recv ends; a read handed to it still runs (it sees
+			// the stop and reads nothing more).
+			cancel, waited = nil, true
+			p.mu.Lock()
+			p.end(r, transport.CtxError(ctx))
+			p.mu.Unlock()
 		case <-rc.C():
 			rc.fire()
 		}
 	}
-	p.mu.Lock()
-	p.end(r, transport.CtxError(ctx))
-	p.mu.Unlock()
-	return <-r.done
 }
 
 // arrivedLocked reports whether tag's next message from p has arrived
@@ -141,6 +163,7 @@ func (p *peer) end(r *op, err error) {
 		if r.stop == nil {
 			r.stop = err
 		}
+		r.halt.Store(true)
 		return
 	}
 	if r.state == opPosted {
@@ -193,6 +216,12 @@ func (p *peer) match(tag transport.Tag, q *tagQ) {
 		r.m = m
 		q.active = m
 		p.matched[m.id] = m
+		if m.cma && m.size > 0 && p.cmaPID != 0 {
+			r.busy = true // until its goroutine read it (receiveCMA)
+			r.job <- m
+			continue
+		}
+		m.cma = false // through the slots
 		p.clear(m.id, ctlCTS)
 		if m.size == 0 {
 			p.complete(m) // no chunk will come
@@ -250,8 +279,11 @@ func (p *peer) clear(id uint64, kind uint32) {
 	}
 	p.cmu.Unlock()
 	f := frame{kind: fCTS, id: id}
-	if kind == ctlCTSSize {
+	switch kind {
+	case ctlCTSSize:
 		f.flags = 1
+	case ctlDone:
+		f.flags = 2
 	}
 	p.sock.send(f.bytes())
 }

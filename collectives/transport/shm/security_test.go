@@ -62,7 +62,7 @@ func TestHandshakeRefusals(t *testing.T) {
 		}
 		nc := dial()
 		defer nc.Close()
-		mem, _, _, err := newTransport(c).dialHandshake(nc, 0)
+		mem, _, _, _, err := newTransport(c).dialHandshake(nc, 0)
 		unmap(mem)
 		return err
 	}

@@ -3,7 +3,9 @@ package shm
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
+	"unsafe"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/internal/spin"
@@ -14,6 +16,8 @@ type sendOp struct {
 	key  transport.Tag // Group and Seq only
 	cts  chan uint32   // the control entry's kind
 	fail chan error    // abort, loss, close
+	cma  bool          // offered by address: stays in sends until answered
+	data []byte        // the bytes offered (kept reachable, and on the heap)
 }
 
 func (s *sendOp) failWith(err error) {
@@ -110,6 +114,15 @@ func (p *peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byt
 	defer func() { <-p.turns }()
 	n := len(data)
 	s := &sendOp{key: tag.Collective(), cts: make(chan uint32, 1), fail: make(chan error, 1)}
+	// Offered by address (see cma.go): data is kept in s, which the
+	// peer's sends map holds, so it lives on the heap, where the
+	// collector does not move it.
+	rts := uint32(slotRTS)
+	var addr uint64
+	if c := p.t.cfg.CMAMin; c > 0 && n >= c {
+		s.cma, s.data = true, data
+		rts, addr = slotRTSCMA, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))))
+	}
 	var id uint64
 	var refused error
 	ok, err := p.put(ctx, true, func(slot []byte) bool {
@@ -122,7 +135,7 @@ func (p *peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byt
 		id = p.nextID
 		p.sends[id] = s
 		p.mu.Unlock()
-		h := slotHeader{kind: slotRTS, tag: tag, id: id, size: uint64(n)}
+		h := slotHeader{kind: rts, tag: tag, id: id, size: uint64(n), off: addr}
 		h.put(slot)
 		return true
 	})
@@ -157,14 +170,39 @@ wait:
 			t.poll.Waited(time.Since(start))
 			break wait
 		case err := <-s.fail:
+			// An answer that came before the peer's end (what it
+			// published is handed over first) is the answer.
+			select {
+			case kind = <-s.cts:
+				t.poll.Waited(time.Since(start))
+				break wait
+			default:
+			}
+			if s.cma && !p.down.Load() && !t.closed.Load() {
+				return giveUp(false, p.withdraw(s, id, err, &rc))
+			}
 			return giveUp(false, err)
 		case <-ctx.Done():
+			if s.cma {
+				return giveUp(false, p.withdraw(s, id, transport.CtxError(ctx), &rc))
+			}
 			return giveUp(true, transport.CtxError(ctx))
 		case <-t.done:
 			return giveUp(false, transport.ErrClosed)
 		case <-rc.C():
 			rc.fire()
 		}
+	}
+	switch kind {
+	case ctlDone:
+		if !s.cma {
+			p.protocol(fmt.Errorf("message %d read by address, never offered so", id))
+			return giveUp(false, p.downErr())
+		}
+		runtime.KeepAlive(data)
+		return giveUp(false, nil)
+	case ctlCTS:
+		s.cma = false // through the slots after all
 	}
 	if kind == ctlCTSSize {
 		return giveUp(false, fmt.Errorf("%w: sent %d bytes, the receiver's buffer differs", transport.ErrSizeMismatch, n))
@@ -188,6 +226,28 @@ wait:
 		off += k
 	}
 	return giveUp(false, nil)
+}
+
+// withdraw retracts message id, offered by address, after its Send ended
+// with err (an abort, its context), and waits until the receiver answers:
+// then nothing reads the message any more, and the caller may have its
+// buffer back. It returns err, or the error that ended the wait first
+// (the peer lost, this endpoint closed: nothing waits for the peer then).
+func (p *peer) withdraw(s *sendOp, id uint64, err error, rc *recheck) error {
+	p.sock.send((&frame{kind: fRetract, flags: 1, id: id}).bytes())
+	for {
+		select {
+		case <-s.cts:
+			runtime.KeepAlive(s.data)
+			return err
+		case <-p.gone:
+			return p.downErr()
+		case <-p.t.done:
+			return transport.ErrClosed
+		case <-rc.C():
+			rc.fire()
+		}
+	}
 }
 
 // put fills the next slot of out with fill and publishes it, waiting for a

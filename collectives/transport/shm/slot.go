@@ -11,12 +11,16 @@ const (
 	slotEager = 1 // tag, size = len: a whole message
 	slotRTS   = 2 // tag, id, size: a message waits for its Recv
 	slotChunk = 3 // id, off, len: the next bytes of a message whose Recv is posted
+	// slotRTSCMA is an RTS offering the message by address (off: the
+	// address of its bytes in the sender's process; see cma.go).
+	slotRTSCMA = 4
 )
 
 // Control entry kinds (the control ring, receiver to sender).
 const (
 	ctlCTS     = 1 // id: the Recv is posted, send the chunks
 	ctlCTSSize = 2 // id: the Recv's buffer has another size; do not send
+	ctlDone    = 3 // id: the message offered by address was read (or dropped unread)
 )
 
 // msgOverhead is what one eager message costs of the receive window beyond

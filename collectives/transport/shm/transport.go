@@ -57,6 +57,7 @@ type Transport struct {
 	poll   spin.Adaptive // how long a waiting call polls (see poll.go)
 
 	refused, protoErrs, lostPeers atomic.Uint64
+	singleCopies                  atomic.Uint64
 	closeOnce                     sync.Once
 }
 
@@ -73,11 +74,15 @@ type Stats struct {
 	ProtocolErrors uint64
 	// PeersLost is the number of peers lost, whatever the reason.
 	PeersLost uint64
+	// SingleCopies is the number of messages received by reading the
+	// sender's memory (see Config.CMAMin).
+	SingleCopies uint64
 }
 
 // Stats returns the counters.
 func (t *Transport) Stats() Stats {
-	return Stats{Refused: t.refused.Load(), ProtocolErrors: t.protoErrs.Load(), PeersLost: t.lostPeers.Load()}
+	return Stats{Refused: t.refused.Load(), ProtocolErrors: t.protoErrs.Load(), PeersLost: t.lostPeers.Load(),
+		SingleCopies: t.singleCopies.Load()}
 }
 
 func newTransport(cfg Config) *Transport {
