@@ -47,6 +47,28 @@ func BenchmarkLoopback(b *testing.B) {
 	}
 }
 
+// BenchmarkSingleCopy measures rank 0 sending large messages that rank 1,
+// a process of its own, receives: read once from the sender's memory
+// ("single": CHOREO_SHM_CMA=262144, whether or not that pays here), and
+// through the slots ("slots": CHOREO_SHM_CMA=off on both ranks), like
+// with like in the same run.
+//
+// Run: go test -run='^$' -bench=SingleCopy ./collectives/transport/shm
+func BenchmarkSingleCopy(b *testing.B) {
+	for _, size := range []int{1 << 20, 16 << 20, 64 << 20} {
+		for _, mode := range []string{"slots", "single"} {
+			b.Run(fmt.Sprintf("oneway-%dMiB/%s", size>>20, mode), func(b *testing.B) {
+				if mode == "slots" {
+					b.Setenv(envCMA, "off")
+				} else {
+					b.Setenv(envCMA, strconv.Itoa(DefaultCMAMin))
+				}
+				benchProcs(b, "shm", size, false)
+			})
+		}
+	}
+}
+
 // Variables of a benchmark's rank 1 process (with envScenario "bench").
 const (
 	envBenchKind = "CHOREO_SHM_BENCH_KIND" // shm or tcp

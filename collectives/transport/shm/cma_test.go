@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
 // pattern fills a buffer of n bytes that differs per seed.
@@ -17,6 +18,10 @@ func pattern(n int, seed byte) []byte {
 	}
 	return b
 }
+
+// singleCopy reads large messages wherever the host allows it, whether
+// or not that pays here (see cmaPays).
+func singleCopy(c *Config) { c.CMAMin = DefaultCMAMin }
 
 // exchangeBig sends a message of n bytes each way between ranks 0 and 1
 // under tag, at once, and checks the bytes.
@@ -55,7 +60,7 @@ func exchangeBig(t *testing.T, ts []*Transport, tag transport.Tag, n int) {
 // several pieces, and arrive whole; smaller ones still go through the
 // slots.
 func TestSingleCopy(t *testing.T) {
-	ts := build(t, 2, nil)
+	ts := build(t, 2, singleCopy)
 	defer closeAll(ts)
 	if ts[0].peers[1].cmaPID == 0 || ts[1].peers[0].cmaPID == 0 {
 		t.Skip("this host does not let a process read its own memory by process_vm_readv")
@@ -98,9 +103,17 @@ func TestSingleCopyOff(t *testing.T) {
 	if err != nil || c.CMAMin >= 0 {
 		t.Errorf("%s=off: CMAMin %d, %v", envCMA, c.CMAMin, err)
 	}
+	t.Setenv(envCMA, "")
+	if c, err := (Config{Rank: 0, Size: 2, Secret: testSecret}).normalize(); err != nil || c.CMAMin != DefaultCMAMin || !c.cmaAuto {
+		t.Errorf("default: CMAMin %d (auto %v), %v", c.CMAMin, c.cmaAuto, err)
+	}
 	t.Setenv(envCMA, "1048576")
 	if c, err := (Config{Rank: 0, Size: 2, Secret: testSecret}).normalize(); err != nil || c.CMAMin != 1<<20 {
 		t.Errorf("%s=1048576: CMAMin %d, %v", envCMA, c.CMAMin, err)
+	}
+	t.Setenv(envCMA, "auto")
+	if c, err := (Config{Rank: 0, Size: 2, Secret: testSecret}).normalize(); err != nil || c.CMAMin != DefaultCMAMin || !c.cmaAuto {
+		t.Errorf("%s=auto: CMAMin %d (auto %v), %v", envCMA, c.CMAMin, c.cmaAuto, err)
 	}
 	t.Setenv(envCMA, "lots")
 	if _, err := (Config{Rank: 0, Size: 2, Secret: testSecret}).normalize(); !errors.Is(err, transport.ErrBadArgument) {
@@ -111,7 +124,7 @@ func TestSingleCopyOff(t *testing.T) {
 // A Recv whose buffer differs from the message offered by address fails
 // with ErrSizeMismatch, reads nothing, and the pair goes on.
 func TestSingleCopySizeMismatch(t *testing.T) {
-	ts := build(t, 2, nil)
+	ts := build(t, 2, singleCopy)
 	defer closeAll(ts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -153,7 +166,7 @@ func arrived(t *testing.T, tr *Transport, src int, tag transport.Tag) {
 // An abort, on either side, ends a large Send waiting for its receiver
 // with the abort; the pair goes on with other collectives.
 func TestSingleCopyAbortWhileWaiting(t *testing.T) {
-	ts := build(t, 2, nil)
+	ts := build(t, 2, singleCopy)
 	defer closeAll(ts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -188,7 +201,7 @@ func TestSingleCopyAbortWhileWaiting(t *testing.T) {
 // with ErrPeerLost (the peer broke the protocol or died), and never
 // panics nor writes past the Recv's buffer.
 func TestSingleCopyBadOffer(t *testing.T) {
-	ts := build(t, 2, nil)
+	ts := build(t, 2, singleCopy)
 	defer closeAll(ts)
 	p := ts[1].peers[0]
 	if p.cmaPID == 0 {
@@ -234,4 +247,18 @@ func TestSingleCopyBadOffer(t *testing.T) {
 			t.Errorf("offer %+v accepted", h)
 		}
 	}
+}
+
+// The conformance suite with every rendezvous message read from the
+// sender's memory (small slots and window: most messages are rendezvous).
+func TestConformanceSingleCopy(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
+		return asTransports(build(t, n, func(c *Config) {
+			c.CMAMin = 1
+			c.SlotSize = 4096
+			c.Slots = 2
+			c.MaxBuffered = 16 << 10
+			c.EagerMax = 4096
+		}))
+	})
 }

@@ -80,11 +80,15 @@ type Config struct {
 	// CMAMin is the least message offered to the receiver by address
 	// (single copy, see cma.go): a receiver that may read this process's
 	// memory copies it straight from the sender's buffer; smaller
-	// messages, and every message to a receiver that may not, go through
+	// messages, and every message to a receiver that does not, go through
 	// the slots. Negative turns single copy off (this rank neither offers
-	// nor reads). The variable CHOREO_SHM_CMA overrides it ("off", or a
-	// byte count). Default DefaultCMAMin.
+	// nor reads). Zero offers from DefaultCMAMin bytes, and this rank
+	// reads where that pays (see cmaPays); a positive value reads
+	// wherever the host allows it. The variable CHOREO_SHM_CMA overrides
+	// it ("off", "auto", or a byte count).
 	CMAMin int
+	// cmaAuto: CMAMin was left to the default (see cmaPays).
+	cmaAuto bool
 
 	// OnRefused, if set, is called (from a connection's goroutine, during
 	// Connect; it must not block) with the reason each refused connection
@@ -140,13 +144,13 @@ func (c Config) normalize() (Config, error) {
 	if c.PeerTimeout < 0 || c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.PeerTimeout/3 {
 		return bad("HeartbeatInterval %v for PeerTimeout %v (want 0 < interval <= timeout/3)", c.HeartbeatInterval, c.PeerTimeout)
 	}
-	if c.CMAMin == 0 {
-		c.CMAMin = DefaultCMAMin
-	}
 	if n, err := cmaMinFromEnv(c.CMAMin); err != nil {
 		return bad("%v", err)
 	} else {
 		c.CMAMin = n
+	}
+	if c.CMAMin == 0 {
+		c.CMAMin, c.cmaAuto = DefaultCMAMin, true
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout

@@ -130,7 +130,7 @@ func (m *mesh) attach(p int, nc *net.UnixConn, mem []byte, g geometry, window in
 	// Single copy from p: its process, as the kernel names it, and
 	// whether this process may read its memory.
 	pid := 0
-	if m.t.cfg.CMAMin > 0 && probe != 0 {
+	if c := m.t.cfg; c.CMAMin > 0 && probe != 0 && (!c.cmaAuto || cmaPays(c.Size)) {
 		if id, err := peerPID(nc); err == nil && probeCMA(id, probe) {
 			pid = id
 		}
