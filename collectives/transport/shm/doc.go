@@ -25,9 +25,9 @@
 // pays (cmaPays). Measured on a 2-core VM (2026-12-03; process_vm_readv
 // of 4 KiB pages there moves about 4 GB/s, memcpy 16-19 GB/s), one way
 // between two processes (BenchmarkSingleCopy, single copy forced against
-// the slots): 1 MiB 5.4-6.6 GB/s against 14.8-19.1, 16 MiB 3.4-3.6
-// against 5.3-5.9, 64 MiB 3.3-3.4 against 4.9-5.3; all-reduce of 64 MiB
-// over bench/peers (busbw over Open MPI's vader, which reads by
+// the slots; 2 runs): 1 MiB 5.4-7.6 GB/s against 14.8-19.2, 16 MiB
+// 3.4-4.9 against 5.3-8.9, 64 MiB 3.3-4.3 against 4.9-9.0; all-reduce
+// of 64 MiB over bench/peers (busbw over Open MPI's vader, which reads by
 // process_vm_readv too; medians of 3 rounds, 4 runs each): 2 ranks
 // 1.17-1.38x read by address against 1.45-1.59x through the slots, 4
 // ranks 1.26-1.38x against 1.05-1.25x. So there two ranks keep to the
