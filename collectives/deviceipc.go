@@ -147,3 +147,58 @@ func (m *ipcMeeting) leave() {
 	}
 	time.AfterFunc(ipcQuarantine, m.c.drainHandles)
 }
+
+// ipcOfferLen is the size of a sender's offer across processes: whether
+// its input can be shared (1 byte), its device's id (16), the input's
+// handle.
+const ipcOfferLen = 1 + 16 + gpu.IPCHandleSize
+
+// offerInputIPC is the sender's offer across processes. Its input stays
+// retained until the receiver says its copy ran; a Send that fails after
+// the offer went out keeps it for ipcQuarantine (the receiver may have
+// armed its copy).
+func (c *call) offerInputIPC() ([]byte, func(bool), error) {
+	offer := make([]byte, ipcOfferLen)
+	if dev, ok := c.dev.(gpu.IPCDevice); ok {
+		if x, err := dev.Export(c.handles[0].mem.Buffer()); err == nil {
+			id := dev.ID()
+			offer[0] = 1
+			copy(offer[1:], id[:])
+			copy(offer[17:], x.Encode())
+		}
+	}
+	withdraw := func(copied bool) {
+		if copied {
+			c.drainHandles()
+			return
+		}
+		time.AfterFunc(ipcQuarantine, c.drainHandles)
+	}
+	return offer, withdraw, nil // an input that cannot be shared fails the receiver, which aborts the pair
+}
+
+// takeOfferIPC is the receiver's side across processes: the sender's input
+// imported.
+func (c *call) takeOfferIPC(offer []byte) (peerEntry, error) {
+	peer := c.p.desc.Peer
+	dev, ok := c.dev.(gpu.IPCDevice)
+	switch {
+	case !ok:
+		return peerEntry{}, fmt.Errorf("a %s device shares no memory with other processes: %w", c.dev.Properties().Backend, ErrBadArgument)
+	case offer[0] == 0:
+		return peerEntry{}, fmt.Errorf("rank %d's input cannot be shared with other processes: %w", peer, ErrBadArgument)
+	}
+	id := dev.ID()
+	if !bytes.Equal(offer[1:17], id[:]) {
+		return peerEntry{}, fmt.Errorf("rank %d's input is on another device (ranks in separate processes share device memory only on one device): %w", peer, ErrBadArgument)
+	}
+	h, err := gpu.DecodeIPCHandle(offer[17:])
+	if err != nil {
+		return peerEntry{}, err
+	}
+	b, err := dev.Import(h)
+	if err != nil {
+		return peerEntry{}, fmt.Errorf("rank %d's input: %w", peer, err)
+	}
+	return peerEntry{alias: b}, nil
+}
