@@ -35,8 +35,8 @@ const (
 	// broadcast, all-to-all of equal blocks, send and recv; ranks in this
 	// process on one device with peer tables, also on a device whose
 	// memory the CPU sees (the sim); or ranks of a joined group in
-	// processes sharing one CUDA device, through IPC); host-staged
-	// elsewhere.
+	// processes sharing one CUDA device, through IPC, send and recv not
+	// yet); host-staged elsewhere.
 	// Every rank of a group must choose it (ranks on different paths fail
 	// with ErrMismatch), and every rank's stream must be on one device
 	// (else every rank fails with ErrBadArgument).
@@ -124,7 +124,8 @@ func WithDataPath(p DataPath) Option { return func(c *config) { c.datapath = p }
 // large payload on the group's one device), its op has a device plan, and either every
 // rank is in this process (the transport has PeerAccess) and the device has
 // peer tables, or the ranks are in separate processes (a joined group) and
-// the device shares its memory with them (gpu.IPCDevice).
+// the device shares its memory with them (gpu.IPCDevice; collectives only,
+// not yet send and recv).
 func (g *Group) devicePath(p plan) bool {
 	d, both := p.desc, p.in != nil && p.hasOut
 	switch g.cfg.datapath {
@@ -159,7 +160,7 @@ func (g *Group) devicePath(p plan) bool {
 	}
 	if g.cfg.processes { // ranks in other processes: buffers shared through IPC
 		_, ok := p.s.Device().(gpu.IPCDevice)
-		return ok
+		return ok && d.Kind != algo.KindSend && d.Kind != algo.KindRecv
 	}
 	if _, ok := g.t.(transport.PeerAccess); !ok {
 		return false

@@ -68,21 +68,16 @@ func (c *call) runDeviceSend(ctx context.Context) error {
 	if err := p.in.Err(); err != nil { // R11
 		return abort(fmt.Errorf("input: %w", err))
 	}
-	offer, withdraw, err := c.offerInput()
-	if err != nil {
-		return abort(err)
-	}
-	copied := false
-	defer func() { withdraw(copied) }() // after done: the receiver's copy has run
+	id := publish(c.handles[0])
+	defer c.unpublish(id) // after done: the receiver has taken its share
 	hs := algo.NewDeviceP2P(p.desc, p.tag)
-	hello := append(append([]byte(nil), hs.Hello...), offer...)
+	hello := binary.LittleEndian.AppendUint64(append([]byte(nil), hs.Hello...), id)
 	if err := t.Send(ctx, p.desc.Peer, hs.Sig, hello); err != nil {
 		return abort(err)
 	}
 	if err := t.Recv(ctx, p.desc.Peer, hs.Data, make([]byte, 1)); err != nil { // the receiver copied it
 		return abort(err)
 	}
-	copied = true
 	return nil
 }
 
@@ -91,7 +86,7 @@ func (c *call) runDeviceRecv(ctx context.Context) error {
 	p, t := c.p, c.g.t
 	abort := func(err error) error { t.Abort(p.tag, err); return err }
 	hs := algo.NewDeviceP2P(p.desc, p.tag)
-	hello := make([]byte, len(hs.Hello)+c.offerLen())
+	hello := make([]byte, len(hs.Hello)+8)
 	if err := t.Recv(ctx, p.desc.Peer, hs.Sig, hello); err != nil {
 		if errors.Is(err, transport.ErrSizeMismatch) {
 			err = fmt.Errorf("the sender is on another data path: %w: %w", ErrMismatch, err)
@@ -101,11 +96,15 @@ func (c *call) runDeviceRecv(ctx context.Context) error {
 	if err := hs.Check(hello); err != nil {
 		return abort(err)
 	}
-	src, err := c.takeOffer(hello[len(hs.Hello):])
-	if err != nil {
-		return abort(err)
+	v, ok := handles.Load(binary.LittleEndian.Uint64(hello[len(hs.Hello):]))
+	if !ok {
+		return abort(fmt.Errorf("rank %d's buffer is gone: %w", p.desc.Peer, ErrPeerLost))
 	}
-	if err := c.hold.fill([]peerEntry{src, {h: c.handles[1]}}); err != nil {
+	src := v.(*handle)
+	if src.dev != c.dev {
+		return abort(fmt.Errorf("rank %d's buffer is on another device: %w", p.desc.Peer, ErrBadArgument))
+	}
+	if err := c.hold.fill(handleEntries(src, c.handles[1])); err != nil {
 		return abort(err)
 	}
 	if err := c.fin.Update(); err != nil { // 1: go
@@ -121,40 +120,4 @@ func (c *call) runDeviceRecv(ctx context.Context) error {
 		return abort(err)
 	}
 	return nil
-}
-
-// offerLen is the size of a sender's offer of its input: a handle's id in
-// process, an IPC descriptor across processes.
-func (c *call) offerLen() int {
-	if c.g.cfg.processes {
-		return ipcOfferLen
-	}
-	return 8
-}
-
-// offerInput makes the sender's offer of its input, and what withdraws it
-// when the task ends (copied: the receiver said its copy ran).
-func (c *call) offerInput() (offer []byte, withdraw func(copied bool), err error) {
-	if c.g.cfg.processes {
-		return c.offerInputIPC()
-	}
-	id := publish(c.handles[0])
-	return binary.LittleEndian.AppendUint64(nil, id), func(bool) { c.unpublish(id) }, nil // the receiver holds its own share
-}
-
-// takeOffer is the receiver's side: the table entry of the sender's input.
-func (c *call) takeOffer(offer []byte) (peerEntry, error) {
-	if c.g.cfg.processes {
-		return c.takeOfferIPC(offer)
-	}
-	peer := c.p.desc.Peer
-	v, ok := handles.Load(binary.LittleEndian.Uint64(offer))
-	if !ok {
-		return peerEntry{}, fmt.Errorf("rank %d's buffer is gone: %w", peer, ErrPeerLost)
-	}
-	src := v.(*handle)
-	if src.dev != c.dev {
-		return peerEntry{}, fmt.Errorf("rank %d's buffer is on another device: %w", peer, ErrBadArgument)
-	}
-	return peerEntry{h: src}, nil
 }

@@ -264,14 +264,8 @@ func devicePathMeetsHostPath(t *testing.T, opts []collectives.Option) {
 // sender; a sender on the host path meets a receiver on the device path
 // with ErrMismatch.
 func TestDevicePathSendRecv(t *testing.T) {
-	for name, opts := range placements() {
-		t.Run(name, func(t *testing.T) { devicePathSendRecv(t, opts) })
-	}
-}
-
-func devicePathSendRecv(t *testing.T, opts []collectives.Option) {
 	for _, n := range []int{2, 3} {
-		w := newWorld(t, n, append([]collectives.Option{collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(30 * time.Second)}, opts...)...)
+		w := newWorld(t, n, collectives.WithDataPath(collectives.DataPathDevice), collectives.WithTimeout(30*time.Second))
 		for _, dt := range gpu.DTypes {
 			for _, count := range []int{0, 1, 7, 1024} {
 				outs := make([][]*array.Array, n)

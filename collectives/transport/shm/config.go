@@ -51,11 +51,10 @@ type Config struct {
 
 	// SlotSize is the payload bytes of one ring slot (a multiple of 64);
 	// large messages travel in slots of this size. Default
-	// DefaultSlotSize. The variable CHOREO_SHM_SLOT_SIZE overrides it.
+	// DefaultSlotSize.
 	SlotSize int
 	// Slots is the number of slots of each ring (one ring per direction
-	// of a pair). Default DefaultSlots. The variable CHOREO_SHM_SLOTS
-	// overrides it.
+	// of a pair). Default DefaultSlots.
 	Slots int
 	// EagerMax is the largest message sent before its Recv is posted,
 	// when the receiver's window has room; it is capped by the pair's
@@ -109,9 +108,6 @@ func (c Config) normalize() (Config, error) {
 		return bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
 	}
 	c.Secret = append([]byte(nil), c.Secret...)
-	if err := c.ringFromEnv(); err != nil {
-		return bad("%v", err)
-	}
 	if c.SlotSize == 0 {
 		c.SlotSize = DefaultSlotSize
 	}
