@@ -9,7 +9,7 @@ import (
 
 // Defaults of Config's limits.
 const (
-	DefaultSlotSize    = 256 << 10
+	DefaultSlotSize    = 1 << 20 // a ring chunk (algo's DefaultNetChunkBytes) in one slot
 	DefaultSlots       = 16
 	DefaultEagerMax    = 65 << 10 // 64 KiB and a small header (a 2-rank all-reduce's signature)
 	DefaultMaxBuffered = 4 << 20
@@ -51,10 +51,11 @@ type Config struct {
 
 	// SlotSize is the payload bytes of one ring slot (a multiple of 64);
 	// large messages travel in slots of this size. Default
-	// DefaultSlotSize.
+	// DefaultSlotSize. The variable CHOREO_SHM_SLOT_SIZE overrides it.
 	SlotSize int
 	// Slots is the number of slots of each ring (one ring per direction
-	// of a pair). Default DefaultSlots.
+	// of a pair). Default DefaultSlots. The variable CHOREO_SHM_SLOTS
+	// overrides it.
 	Slots int
 	// EagerMax is the largest message sent before its Recv is posted,
 	// when the receiver's window has room; it is capped by the pair's
@@ -108,6 +109,9 @@ func (c Config) normalize() (Config, error) {
 		return bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
 	}
 	c.Secret = append([]byte(nil), c.Secret...)
+	if err := c.ringFromEnv(); err != nil {
+		return bad("%v", err)
+	}
 	if c.SlotSize == 0 {
 		c.SlotSize = DefaultSlotSize
 	}

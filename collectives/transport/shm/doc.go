@@ -12,27 +12,38 @@
 //
 // A region holds two lanes, one per direction. A lane is a ring of
 // fixed-size slots (head and tail counters, each written by one side) and
-// a small ring of control entries. Small messages go eagerly in one slot
-// while the receiver's window has room; larger ones are announced (RTS),
-// wait for the receiver's Recv (a clear-to-send in the control ring), and
-// are copied from the sender's slice into slots and from the slots
-// straight into the receiver's buffer. Messages of Config.CMAMin bytes or
-// more are copied once instead, where the host lets a rank read its
-// peer's memory (probed at Connect): the RTS carries the sender's
-// address, the receiver reads the bytes straight from the sender's slice
-// into its buffer (process_vm_readv) and answers when done, and the Send
-// returns then (see cma.go). By default a rank reads so only where that
-// pays (cmaPays). Measured on a 2-core VM (2026-12-03; process_vm_readv
-// of 4 KiB pages there moves about 4 GB/s, memcpy 16-19 GB/s), one way
-// between two processes (BenchmarkSingleCopy, single copy forced against
-// the slots; 2 runs): 1 MiB 5.4-7.6 GB/s against 14.8-19.2, 16 MiB
-// 3.4-4.9 against 5.3-8.9, 64 MiB 3.3-4.3 against 4.9-9.0; all-reduce
-// of 64 MiB over bench/peers (busbw over Open MPI's vader, which reads by
+// a small ring of control entries. A region costs about 2 x Slots x
+// SlotSize bytes (32 MiB with the defaults, 16 slots of 1 MiB, touched as
+// the ring turns), and a rank of n maps n-1 of them; the variables
+// CHOREO_SHM_SLOT_SIZE (bytes, with an optional K or M) and
+// CHOREO_SHM_SLOTS override Config's geometry, so that runs can compare
+// rings without a rebuild. Small messages go eagerly in one slot while the
+// receiver's window has room; larger ones are announced (RTS), wait for
+// the receiver's Recv (a clear-to-send in the control ring), and are
+// copied from the sender's slice into slots and from the slots straight
+// into the receiver's buffer. Messages of Config.CMAMin bytes or more are
+// copied once instead, where the host lets a rank read its peer's memory
+// (probed at Connect): the RTS carries the sender's address, the receiver
+// reads the bytes straight from the sender's slice into its buffer
+// (process_vm_readv) and answers when done, and the Send returns then (see
+// cma.go). By default a rank reads so only where that pays (cmaPays).
+// Measured on a 2-core VM (2026-12-03; process_vm_readv of 4 KiB pages
+// there moves about 4 GB/s, memcpy 16-19 GB/s), one way between two
+// processes (BenchmarkSingleCopy, single copy forced against the slots; 2
+// runs): 1 MiB 5.4-7.6 GB/s against 14.8-19.2, 16 MiB 3.4-4.9 against
+// 5.3-8.9, 64 MiB 3.3-4.3 against 4.9-9.0; all-reduce of 64 MiB over
+// bench/peers (busbw over Open MPI's vader, which reads by
 // process_vm_readv too; medians of 3 rounds, 4 runs each): 2 ranks
-// 1.17-1.38x read by address against 1.45-1.59x through the slots, 4
-// ranks 1.26-1.38x against 1.05-1.25x. So there two ranks keep to the
-// slots and four read by address. Messages are matched by Tag, in order
-// per tag; different tags never wait for each other.
+// 1.17-1.38x read by address against 1.45-1.59x through the slots, 4 ranks
+// 1.26-1.38x against 1.05-1.25x, with slots of 256 KiB. With slots of 1
+// MiB (the default since; a ring chunk of 1 MiB in one slot and fewer
+// hand-offs) the slots won at four ranks too (medians of 4-6 rounds, 4
+// sessions: 1.21-1.50x against 1.18-1.29x; 16 MiB 0.85-1.12x against
+// 0.69-0.94x), and two ranks gained (64 MiB 1.50-1.75x against 1.19-1.52x,
+// 16 MiB 0.97-1.13x against 0.75-1.07x, in 4 of 5 sessions; 4 KiB and 64
+// KiB unchanged). So there every rank keeps to the slots. Messages are
+// matched by Tag, in order per tag; different tags never wait for each
+// other.
 //
 // A call that waits for its peer (a Recv, a rendezvous Send's
 // clear-to-send) first polls the incoming lane itself, consuming what

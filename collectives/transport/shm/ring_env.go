@@ -1,0 +1,55 @@
+package shm
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// The variables CHOREO_SHM_SLOT_SIZE and CHOREO_SHM_SLOTS override
+// Config.SlotSize and Config.Slots (a byte count with an optional K or M
+// suffix, a count), so that runs can compare ring geometries without a
+// rebuild. The lower rank of a pair creates the region with its own
+// values, as for Config.
+const (
+	envSlotSize = "CHOREO_SHM_SLOT_SIZE"
+	envSlots    = "CHOREO_SHM_SLOTS"
+)
+
+// intFromEnv returns the value of the variable name, or def when it is
+// unset. A suffix K or M (either case, optionally followed by "iB" or
+// "B") multiplies by 1024 or 1024*1024.
+func intFromEnv(name string, def int) (int, error) {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	s, mul := strings.ToUpper(v), 1
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
+	switch {
+	case strings.HasSuffix(s, "K"):
+		s, mul = s[:len(s)-1], 1<<10
+	case strings.HasSuffix(s, "M"):
+		s, mul = s[:len(s)-1], 1<<20
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > (1<<40)/mul {
+		return def, fmt.Errorf("%s=%q: want a positive count", name, v)
+	}
+	return n * mul, nil
+}
+
+// ringFromEnv applies envSlotSize and envSlots to c.
+func (c *Config) ringFromEnv() error {
+	n, err := intFromEnv(envSlotSize, c.SlotSize)
+	if err != nil {
+		return err
+	}
+	c.SlotSize = n
+	if n, err = intFromEnv(envSlots, c.Slots); err != nil {
+		return err
+	}
+	c.Slots = n
+	return nil
+}
