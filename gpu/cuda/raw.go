@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // The raw surface: what an external CUDA library driven through purego
@@ -139,46 +140,31 @@ func (r *RawStream) Query() (bool, error) {
 	return done, err
 }
 
-// rawSyncSpin is how long Synchronize polls without sleeping, and
-// rawSyncMaxSleep the longest sleep between two queries once it backs off.
-const (
-	rawSyncSpin     = 50 * time.Microsecond
-	rawSyncMaxSleep = time.Millisecond
-)
+// rawSync is how Synchronize polls: a short spin, then sleeps doubling up
+// to 1 ms (the stream's work is another library's, often long).
+var rawSync = spin.Policy{Spin: 50 * time.Microsecond, Sleep: 2 * time.Microsecond, MaxSleep: time.Millisecond}
 
 // Synchronize waits until the work enqueued on the stream so far has
-// completed. It polls cuStreamQuery (a short spin, then sleeps doubling up
-// to 1 ms) instead of blocking in cuStreamSynchronize, so it returns when
-// ctx is done (with an error wrapping ctx.Err()) even if the work never
-// completes, and it never holds up Destroy for longer than one query.
+// completed. It polls cuStreamQuery on rawSync instead of blocking in
+// cuStreamSynchronize, so it returns when ctx is done (with an error
+// wrapping ctx.Err()) even if the work never completes, and it never holds
+// up Destroy for longer than one query.
 func (r *RawStream) Synchronize(ctx context.Context) error {
 	if ctx == nil {
 		return badArgf("raw stream: synchronize: nil context")
 	}
 	start := time.Now()
-	sleep := 2 * time.Microsecond
-	for {
-		done, err := r.Query()
-		if err != nil {
-			return fmt.Errorf("cuda: raw stream: synchronize: %w", err)
-		}
-		if done {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("cuda: raw stream: synchronize: work still running after %v: %w", time.Since(start).Round(time.Microsecond), err)
-		}
-		if time.Since(start) < rawSyncSpin {
-			continue
-		}
-		t := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		sleep = min(2*sleep, rawSyncMaxSleep)
-	}
+	return rawSync.Wait(ctx, nil,
+		func() (bool, error) {
+			done, err := r.Query()
+			if err != nil {
+				return false, fmt.Errorf("cuda: raw stream: synchronize: %w", err)
+			}
+			return done, nil
+		},
+		func(bool) error {
+			return fmt.Errorf("cuda: raw stream: synchronize: work still running after %v: %w", time.Since(start).Round(time.Microsecond), ctx.Err())
+		})
 }
 
 // CopyAsync enqueues a copy of n bytes from src to dst (unified addresses,
