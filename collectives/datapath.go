@@ -121,11 +121,11 @@ func WithDataPath(p DataPath) Option { return func(c *config) { c.datapath = p }
 
 // devicePath reports whether plan p runs on the device-resident path: the
 // group's data path asks for it (DataPathDevice, or DataPathAuto for a
-// large payload on the group's one device), its op has a device plan, and either every
-// rank is in this process (the transport has PeerAccess) and the device has
-// peer tables, or the ranks are in separate processes (a joined group) and
-// the device shares its memory with them (gpu.IPCDevice; collectives only,
-// not yet send and recv).
+// large payload on the group's one device), its op has a device plan, and
+// either every rank is in this process (the transport has PeerAccess) and
+// the device has peer tables, or the ranks are in separate processes (a
+// joined group) and the device shares its memory with them
+// (gpu.IPCDevice; collectives only, not send and recv).
 func (g *Group) devicePath(p plan) bool {
 	d, both := p.desc, p.in != nil && p.hasOut
 	switch g.cfg.datapath {

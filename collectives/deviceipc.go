@@ -52,14 +52,19 @@ type ipcMeeting struct {
 	synced bool
 }
 
-func (c *call) meetOverIPC(ctx context.Context) (meeting, error) {
+func (c *call) meetOverIPC(ctx context.Context) (_ meeting, err error) {
 	m := &ipcMeeting{c: c}
-	dev, _ := c.dev.(gpu.IPCDevice) // devicePath checked it
+	defer func() {
+		if err != nil { // no table will name the imports
+			m.freeAliases()
+			m.leave()
+		}
+	}()
+	dev := c.dev.(gpu.IPCDevice) // devicePath checked it
 	mine, why := c.ipcDescriptor(dev)
 	n, r := c.g.Size(), c.g.Rank()
 	all := make([][]byte, n)
 	if err := algo.MeetDevice(ctx, c.g.t, c.p.desc, mine, all); err != nil {
-		m.leave()
 		return nil, err
 	}
 	// Every rank sees every descriptor, so the checks below fail every
@@ -67,13 +72,10 @@ func (c *call) meetOverIPC(ctx context.Context) (meeting, error) {
 	for q, d := range all {
 		switch {
 		case q == r && d[0] == 0:
-			m.leave()
 			return nil, fmt.Errorf("this rank's buffers cannot be shared with other processes: %w", why)
 		case d[0] == 0:
-			m.leave()
 			return nil, fmt.Errorf("rank %d's buffers cannot be shared with other processes: %w", q, ErrBadArgument)
 		case !bytes.Equal(d[1:17], all[0][1:17]):
-			m.leave()
 			return nil, fmt.Errorf("rank %d's buffers are on another device than rank 0's (ranks in separate processes share device memory only on one device): %w", q, ErrBadArgument)
 		}
 	}
@@ -91,8 +93,6 @@ func (c *call) meetOverIPC(ctx context.Context) (meeting, error) {
 				e.alias, err = dev.Import(h)
 			}
 			if err != nil {
-				m.freeAliases()
-				m.leave()
 				return nil, fmt.Errorf("rank %d's %s: %w", q, [2]string{"input", "output"}[k], err)
 			}
 		}
@@ -104,9 +104,6 @@ func (c *call) meetOverIPC(ctx context.Context) (meeting, error) {
 // shared says so (and why, for this rank's error).
 func (c *call) ipcDescriptor(dev gpu.IPCDevice) ([]byte, error) {
 	d := make([]byte, ipcDescLen)
-	if dev == nil {
-		return d, fmt.Errorf("a %s device: %w", c.dev.Properties().Backend, ErrBadArgument)
-	}
 	id := dev.ID()
 	copy(d[1:], id[:])
 	for k, h := range c.handles {

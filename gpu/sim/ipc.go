@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"weak"
 
 	"github.com/choreo-gpu/choreo/gpu"
@@ -25,11 +24,10 @@ import (
 var _ gpu.IPCDevice = (*Device)(nil)
 
 var ipcExports struct {
-	mu    sync.Mutex
-	next  uint64
-	ids   map[weak.Pointer[buffer]]uint64
-	bufs  map[uint64]weak.Pointer[buffer]
-	count atomic.Int64 // exports live, for tests
+	mu   sync.Mutex
+	next uint64
+	ids  map[weak.Pointer[buffer]]uint64
+	bufs map[uint64]weak.Pointer[buffer]
 }
 
 // ID implements gpu.IPCDevice: a random identity, fixed for the device.
@@ -62,13 +60,11 @@ func (d *Device) Export(b gpu.Buffer) (gpu.IPCHandle, error) {
 		e.next++
 		id = e.next
 		e.ids[wp], e.bufs[id] = id, wp
-		e.count.Add(1)
 		runtime.AddCleanup(sb, func(id uint64) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			delete(e.ids, e.bufs[id])
 			delete(e.bufs, id)
-			e.count.Add(-1)
 		}, id)
 	}
 	binary.LittleEndian.PutUint64(h.Mem[:], id)
