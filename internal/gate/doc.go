@@ -1,0 +1,16 @@
+// Package gate bounds what strangers cost a listener.
+//
+// A listener that authenticates each connection before it trusts it runs
+// every handshake through a Gate: a fixed number of slots, one per
+// handshake in progress. When the slots are full the oldest handshake is
+// cut (its connection closed) to make room, so a flood of connections that
+// never speak cannot keep a real peer out: a peer completes its handshake
+// in a round trip, long before a flood of the gate's size has arrived
+// behind it. Handshakes younger than the gate's minimum age are never cut;
+// a connection arriving while every slot holds one is refused at once
+// instead, and its dialer tries again.
+//
+// The gate sets no deadlines: the listener gives each connection a short
+// deadline for its first bytes and for the whole handshake, and calls
+// Pass.Done when the handshake ends, however it ends.
+package gate
