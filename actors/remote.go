@@ -27,7 +27,12 @@ var ErrBadArgument = errs.ErrBadArgument
 const (
 	defaultMaxMessage = 16 << 20
 	defaultBatchSize  = 64
-	defaultKeepalive  = time.Second
+	// DefaultPeerTimeout is RemoteConfig.PeerTimeout's default: how long a
+	// peer may be silent before its connections are dropped.
+	DefaultPeerTimeout = 10 * time.Second
+	// serverMinPing is the shortest interval at which the server pings an
+	// idle client.
+	serverMinPing = time.Second
 	// minSecret is the shortest shared secret accepted (128 bits).
 	minSecret = 16
 	// clientMinKeepalive is the shortest client ping interval grpc-go
@@ -48,16 +53,23 @@ const (
 
 // RemoteConfig configures the runtime's protoactor remoting, the control plane.
 //
-// The zero values of MaxMessage, BatchSize and Keepalive take the defaults.
+// The zero values of MaxMessage, BatchSize and PeerTimeout take the
+// defaults.
 // Addr's host must name an interface peers can reach when Advertise is
 // empty: a wildcard host ("", "0.0.0.0", "::") needs Advertise.
 type RemoteConfig struct {
-	Addr       string        // listen "host:port"; port 0 picks a free one
-	Advertise  string        // optional "host:port" peers use to reach this runtime; default: Addr's host with the bound port (port 0 here also means the bound port)
-	Secret     []byte        // at least 16 bytes, shared by the group; every remoting stream proves it
-	MaxMessage int           // largest gRPC message sent or received, default 16 MiB
-	BatchSize  int           // protoactor endpoint-writer batch size, default 64 (so BatchSize x the largest control message stays under MaxMessage)
-	Keepalive  time.Duration // gRPC keepalive ping interval on both sides, default 1s (silent peers detected within ~2x); grpc-go raises the dialing side's interval to at least 10 s
+	Addr       string // listen "host:port"; port 0 picks a free one
+	Advertise  string // optional "host:port" peers use to reach this runtime; default: Addr's host with the bound port (port 0 here also means the bound port)
+	Secret     []byte // at least 16 bytes, shared by the group; every remoting stream proves it
+	MaxMessage int    // largest gRPC message sent or received, default 16 MiB
+	BatchSize  int    // protoactor endpoint-writer batch size, default 64 (so BatchSize x the largest control message stays under MaxMessage)
+	// PeerTimeout is how long a connected peer may stay silent (not
+	// answering keepalive pings: a paused, swapped or starved process, a
+	// host gone without closing) before its connections are dropped and
+	// its endpoint reported terminated; default DefaultPeerTimeout. A peer
+	// that closes its connections or exits is reported at once, whatever
+	// the timeout.
+	PeerTimeout time.Duration
 }
 
 // WithRemote makes NewRuntime start remoting (see StartRemote) before it
@@ -223,7 +235,7 @@ func startRemote(rt *Runtime, cfg RemoteConfig) (*Remote, error) {
 		return nil, fmt.Errorf("actors: remote: start on %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
 	}
 	log.Info("remoting started", zap.String("address", adv), zap.Int("max_message", cfg.MaxMessage),
-		zap.Int("batch", cfg.BatchSize), zap.Duration("keepalive", cfg.Keepalive))
+		zap.Int("batch", cfg.BatchSize), zap.Duration("peer_timeout", cfg.PeerTimeout))
 	return r, nil
 }
 
@@ -308,8 +320,8 @@ func (c RemoteConfig) withDefaults() (RemoteConfig, string, error) {
 		return bad("Secret has %d bytes, want at least %d", len(c.Secret), minSecret)
 	}
 	c.Secret = append([]byte(nil), c.Secret...)
-	if c.MaxMessage < 0 || c.BatchSize < 0 || c.Keepalive < 0 {
-		return bad("negative MaxMessage (%d), BatchSize (%d) or Keepalive (%v)", c.MaxMessage, c.BatchSize, c.Keepalive)
+	if c.MaxMessage < 0 || c.BatchSize < 0 || c.PeerTimeout < 0 {
+		return bad("negative MaxMessage (%d), BatchSize (%d) or PeerTimeout (%v)", c.MaxMessage, c.BatchSize, c.PeerTimeout)
 	}
 	if c.MaxMessage == 0 {
 		c.MaxMessage = defaultMaxMessage
@@ -317,8 +329,8 @@ func (c RemoteConfig) withDefaults() (RemoteConfig, string, error) {
 	if c.BatchSize == 0 {
 		c.BatchSize = defaultBatchSize
 	}
-	if c.Keepalive == 0 {
-		c.Keepalive = defaultKeepalive
+	if c.PeerTimeout == 0 {
+		c.PeerTimeout = DefaultPeerTimeout
 	}
 	if c.Advertise == "" && isWildcard(host) {
 		return bad("Addr %q listens on every interface: set Advertise", c.Addr)
@@ -362,15 +374,22 @@ func isWildcard(host string) bool {
 	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
-// serverOptions: message limits, keepalive (ping idle clients every
-// Keepalive, drop one that does not answer within Keepalive; accept client
-// pings that often), and the guard's interceptors.
+// pingEvery is how often an idle connection is pinged: a quarter of the
+// peer timeout, within grpc-go's bounds for each side.
+func pingEvery(c RemoteConfig, least time.Duration) time.Duration {
+	return max(c.PeerTimeout/4, least)
+}
+
+// serverOptions: message limits, keepalive (ping an idle client every
+// quarter of PeerTimeout, drop one that does not answer within
+// PeerTimeout; accept client pings as often as clients send them), and the
+// guard's interceptors.
 func serverOptions(c RemoteConfig, g *guard) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(c.MaxMessage),
 		grpc.MaxSendMsgSize(c.MaxMessage),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Keepalive, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.Keepalive, Timeout: c.Keepalive}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: serverMinPing, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: pingEvery(c, serverMinPing), Timeout: c.PeerTimeout}),
 		grpc.ChainStreamInterceptor(g.serverStream),
 		grpc.ChainUnaryInterceptor(g.serverUnary),
 	}
@@ -383,7 +402,7 @@ func dialOptions(c RemoteConfig, g *guard) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(c.MaxMessage), grpc.MaxCallRecvMsgSize(c.MaxMessage)),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: max(c.Keepalive, clientMinKeepalive), Timeout: c.Keepalive, PermitWithoutStream: true}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: pingEvery(c, clientMinKeepalive), Timeout: c.PeerTimeout, PermitWithoutStream: true}),
 		grpc.WithChainStreamInterceptor(g.clientStream),
 		grpc.WithChainUnaryInterceptor(g.clientUnary),
 		grpc.WithContextDialer(g.dial),
