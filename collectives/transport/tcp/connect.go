@@ -11,14 +11,32 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/internal/gate"
 )
 
-// maxHandshakes bounds the handshakes an acceptor runs at once; more
-// connections are closed unread.
-const maxHandshakes = 64
+// What strangers may cost an acceptor.
+const (
+	// handshakeSlots bounds the handshakes an acceptor runs at once; when
+	// all are taken the oldest is cut to make room (see internal/gate).
+	handshakeSlots = gate.DefaultSlots
+	// handshakeMinAge is how long a handshake keeps its slot for certain.
+	handshakeMinAge = gate.DefaultMinAge
+	// firstBytesMax bounds how long an acceptor waits for the dialer's
+	// hello (at most HandshakeTimeout): a connection that says nothing
+	// leaves after it.
+	firstBytesMax = 2 * time.Second
+	// crowdEvery is how often OnRefused hears of the connections the gate
+	// turned away (refused, or cut to make room), as one error with their
+	// number: a flood turns away thousands a second.
+	crowdEvery = time.Second
+)
+
+// errCut is why a handshake cut to make room for a newer one failed.
+var errCut = fmt.Errorf("cut to make room for a newer connection (%w)", gate.ErrFull)
 
 // Listener is a rank's listening socket, opened before the ranks' addresses
 // are handed out (so that a port the OS picked can be one of them) and
@@ -67,8 +85,13 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 // peer listens) and accepts as many from each lower rank on l, running the
 // handshake on each (see the package doc). Connections that fail the
 // handshake are refused and counted (Stats.Refused; Config.OnRefused) and
-// change nothing. The listener is closed when Connect returns: a group's
-// mesh is built once. ctx bounds the whole; on failure everything is
+// change nothing. A stranger costs little: a connection must send its
+// hello within 2 s (HandshakeTimeout if shorter), at most 256 handshakes
+// wait at once, and silent connections cannot keep a dialer that speaks
+// out (see acceptLoop); the connections turned away for room are reported
+// to OnRefused together, at most once a second (errors.Is gate.ErrFull).
+// The listener is closed when Connect returns: a group's mesh is built
+// once. ctx bounds the whole; on failure everything is
 // closed and the error names the peers still missing.
 func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) {
 	cfg, err := cfg.normalize()
@@ -123,6 +146,7 @@ func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) 
 		_ = l.Close()
 	}
 	m.wg.Wait()
+	m.flushCrowd()
 	if missing := m.missing(); missing != "" {
 		cerr := transport.CtxError(ctx)
 		if cerr == nil {
@@ -198,6 +222,12 @@ type mesh struct {
 	have     int
 	reserved map[[2]int]bool
 	errs     map[int]error // last failure per peer
+
+	crowdMu   sync.Mutex
+	crowd     int       // connections turned away since the last report
+	crowdAt   time.Time // the last report
+	crowdFrom net.Addr  // the last one turned away, and why
+	crowdWhy  error
 }
 
 // reserve claims the slot (p, i) for an accepted connection.
@@ -277,9 +307,41 @@ func (m *mesh) refuse(remote net.Addr, err error) {
 	}
 }
 
-// acceptLoop accepts connections until the listener closes.
+// turnedAway counts a connection the gate refused or cut, and reports it
+// to OnRefused at once if none was reported in the last crowdEvery, else
+// with the next report (or flushCrowd's).
+func (m *mesh) turnedAway(remote net.Addr, err error) {
+	m.t.refused.Add(1)
+	m.crowdMu.Lock()
+	m.crowd++
+	m.crowdFrom, m.crowdWhy = remote, err
+	due := time.Since(m.crowdAt) >= crowdEvery
+	m.crowdMu.Unlock()
+	if due {
+		m.flushCrowd()
+	}
+}
+
+// flushCrowd reports the connections turned away since the last report,
+// if any.
+func (m *mesh) flushCrowd() {
+	m.crowdMu.Lock()
+	n, from, why := m.crowd, m.crowdFrom, m.crowdWhy
+	m.crowd, m.crowdAt = 0, time.Now()
+	m.crowdMu.Unlock()
+	if f := m.t.cfg.OnRefused; f != nil && n > 0 {
+		f(fmt.Errorf("tcp: rank %d: refused %d connection(s), the last from %v: %w", m.t.rank, n, from, why))
+	}
+}
+
+// acceptLoop accepts connections until the listener closes. Each goes
+// through one of two gates (see guest): spoken, when the dialer's hello is
+// in when it is accepted, else quiet until its hello is read, then spoken.
+// A flood of silent connections fills quiet only, and a real dialer, who
+// sends its hello as soon as it connects, need not outlast them there.
 func (m *mesh) acceptLoop(ctx context.Context, ln net.Listener) {
-	sem := make(chan struct{}, maxHandshakes)
+	quiet := gate.New(handshakeSlots, handshakeMinAge)
+	spoken := gate.New(handshakeSlots, handshakeMinAge)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -294,23 +356,170 @@ func (m *mesh) acceptLoop(ctx context.Context, ln net.Listener) {
 			}
 			continue
 		}
-		select {
-		case sem <- struct{}{}:
-		default:
+		gu := &guest{Conn: nc, ctx: ctx, spoken: spoken}
+		first := quiet
+		if helloIn(nc) {
+			first, gu.spoken = spoken, nil
+		}
+		if err := gu.sit(first); err != nil {
 			_ = nc.Close()
-			m.refuse(nc.RemoteAddr(), errors.New("too many handshakes at once"))
+			m.turnedAway(nc.RemoteAddr(), err)
 			continue
 		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			defer func() { <-sem }()
-			if err := m.acceptOne(ctx, nc); err != nil {
-				_ = nc.Close()
+			err := m.acceptOne(gu)
+			gu.seat.leave()
+			if err == nil {
+				return
+			}
+			_ = nc.Close()
+			if gu.seat.wasCut() {
+				err = errCut
+			}
+			if errors.Is(err, gate.ErrFull) {
+				m.turnedAway(nc.RemoteAddr(), err)
+			} else {
 				m.refuse(nc.RemoteAddr(), err)
 			}
 		}()
 	}
+}
+
+// helloIn reports whether a whole hello waits to be read on nc, reading
+// nothing.
+func helloIn(nc net.Conn) bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var b [hsSize]byte
+	n := -1
+	_ = rc.Read(func(fd uintptr) bool {
+		n, _, _ = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK) // nc does not block
+		return true
+	})
+	if n != hsSize {
+		return false
+	}
+	m, err := decodeHS(b[:])
+	return err == nil && m.Kind == hsHello
+}
+
+// guest is an accepted connection while its handshake runs, seated in one
+// of the acceptor's gates: quiet until the dialer's hello is read, then
+// spoken, until the dialer has proved the secret; then it leaves the gates
+// (it is no stranger) before the verdict that lets the dialer use it.
+// Its reads wait at most firstBytesMax for the hello, and until the
+// handshake's deadline after it; the end of ctx wakes them at once. Only
+// the handshake's goroutine uses a guest once it is seated.
+type guest struct {
+	net.Conn
+	ctx    context.Context
+	end    time.Time  // the handshake's deadline
+	spoken *gate.Gate // where heard moves the guest; nil once there
+	seat   *seat
+}
+
+// sit gives the guest a slot of g, or fails with gate.ErrFull.
+func (g *guest) sit(gt *gate.Gate) error {
+	s := &seat{Conn: g.Conn}
+	p, err := gt.Admit(s)
+	if err != nil {
+		return err
+	}
+	s.pass, g.seat = p, s
+	return nil
+}
+
+// start sets the handshake's deadlines and has the end of ctx wake the
+// connection; the returned func undoes the latter and reports whether ctx
+// ended first.
+func (g *guest) start(total, first time.Duration) func() bool {
+	now := time.Now()
+	g.end = now.Add(total)
+	_ = g.Conn.SetDeadline(g.end)
+	_ = g.Conn.SetReadDeadline(now.Add(min(first, total)))
+	return context.AfterFunc(g.ctx, func() { _ = g.Conn.SetDeadline(aLongTimeAgo) })
+}
+
+// heard is told that the hello is in: the reads get the handshake's
+// deadline, and a quiet guest moves to spoken (errCut if quiet cut it
+// first; gate.ErrFull if spoken is full).
+func (g *guest) heard() error {
+	_ = g.Conn.SetReadDeadline(g.end)
+	if g.ctx.Err() != nil { // ctx ended before the line above: wake it again
+		_ = g.Conn.SetDeadline(aLongTimeAgo)
+	}
+	if g.spoken == nil {
+		return nil
+	}
+	if !g.seat.leave() {
+		return errCut
+	}
+	spoken := g.spoken
+	g.spoken = nil
+	return g.sit(spoken)
+}
+
+// seat is a connection's place in one gate. The gate's Close (a cut)
+// closes the connection until the handshake leaves; after that it does
+// nothing, so a connection the handshake keeps is never cut.
+type seat struct {
+	net.Conn
+	pass *gate.Pass
+
+	mu        sync.Mutex
+	left, cut bool
+}
+
+// Close is the gate's cut.
+func (s *seat) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.left {
+		return nil
+	}
+	s.cut = true
+	return s.Conn.Close()
+}
+
+// leave frees the slot and takes the connection out of the gate's reach;
+// it reports false if the gate cut it first. A second call changes
+// nothing.
+func (s *seat) leave() bool {
+	s.mu.Lock()
+	s.left = s.left || !s.cut
+	ok := s.left
+	s.mu.Unlock()
+	s.pass.Done()
+	return ok
+}
+
+func (s *seat) wasCut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cut
+}
+
+// heard and kept tell nc's guest, where nc is one, how its handshake
+// goes: heard once the hello is in (an error ends the handshake), kept
+// once the dialer has proved the secret (false: the gate cut it first).
+func heard(nc net.Conn) error {
+	if g, ok := nc.(*guest); ok {
+		return g.heard()
+	}
+	return nil
+}
+
+func kept(nc net.Conn) bool {
+	g, ok := nc.(*guest)
+	return !ok || g.seat.leave()
 }
 
 // bound gives nc the handshake's deadline, and a deadline in the past once
@@ -321,13 +530,14 @@ func (t *Transport) bound(ctx context.Context, nc net.Conn) func() bool {
 	return context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
 }
 
-func (m *mesh) acceptOne(ctx context.Context, nc net.Conn) error {
+func (m *mesh) acceptOne(g *guest) error {
 	t := m.t
-	stop := t.bound(ctx, nc)
-	p, i, mf, win, err := t.acceptHandshake(nc, m)
+	stop := g.start(t.cfg.HandshakeTimeout, firstBytesMax)
+	p, i, mf, win, err := t.acceptHandshake(g, m)
+	nc := g.Conn
 	if !stop() && err == nil {
 		m.unreserve(p, i)
-		return ctx.Err()
+		return g.ctx.Err()
 	}
 	if err != nil {
 		return err
@@ -453,8 +663,8 @@ func (t *Transport) dialHandshake(nc net.Conn, p, i int) (maxFrame, window int, 
 		return 0, 0, err
 	}
 	ch, cb, err := readHS(nc, hsChallenge)
-	if err != nil {
-		return 0, 0, err
+	if err != nil { // closed unread: a full acceptor, or one that cut it, is dialled again
+		return 0, 0, fmt.Errorf("waiting for the challenge: %w", err)
 	}
 	if ch.Status != stOK {
 		return 0, 0, refusal(ch.Status)
@@ -494,6 +704,9 @@ func (t *Transport) acceptHandshake(nc net.Conn, m *mesh) (p, i, maxFrame, windo
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
+	if err := heard(nc); err != nil {
+		return 0, 0, 0, 0, err
+	}
 	p, i = int(hello.From), int(hello.Conn)
 	ch := t.ourHello(hsChallenge, p, i)
 	var why error
@@ -526,6 +739,9 @@ func (t *Transport) acceptHandshake(nc net.Conn, m *mesh) (p, i, maxFrame, windo
 		v.Status = stMAC
 		_, _ = nc.Write(v.encode())
 		return 0, 0, 0, 0, errors.New(statusText[stMAC])
+	}
+	if !kept(nc) {
+		return 0, 0, 0, 0, errCut
 	}
 	if !m.reserve(p, i) {
 		v.Status = stDuplicate
