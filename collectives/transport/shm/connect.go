@@ -12,12 +12,29 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/internal/gate"
 	"golang.org/x/sys/unix"
 )
 
-// maxHandshakes bounds the handshakes an acceptor runs at once; more
-// connections are closed unread.
-const maxHandshakes = 64
+// What strangers may cost an acceptor.
+const (
+	// handshakeSlots bounds the handshakes an acceptor runs at once; when
+	// all are taken the oldest is cut to make room (see internal/gate).
+	handshakeSlots = gate.DefaultSlots
+	// handshakeMinAge is how long a handshake keeps its slot for certain.
+	handshakeMinAge = gate.DefaultMinAge
+	// firstBytesMax bounds how long an acceptor waits for the dialer's
+	// hello (at most HandshakeTimeout): a connection that says nothing
+	// leaves after it.
+	firstBytesMax = 2 * time.Second
+	// crowdEvery is how often OnRefused hears of the connections the gate
+	// turned away (refused, or cut to make room), as one error with their
+	// number: a flood turns away thousands a second.
+	crowdEvery = time.Second
+)
+
+// errCut is why a handshake cut to make room for a newer one failed.
+var errCut = fmt.Errorf("cut to make room for a newer connection (%w)", gate.ErrFull)
 
 // aLongTimeAgo is a deadline that wakes a blocked socket call at once.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -29,7 +46,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 // the handshake on each (see handshake.go), and maps each pair's region:
 // the lower rank creates it after the higher proved the secret and hands
 // it over the socket. Connections that fail the handshake are refused and
-// counted (Stats.Refused; Config.OnRefused) and change nothing. The
+// counted (Stats.Refused; Config.OnRefused) and change nothing. A stranger
+// costs little: a connection must send its hello within 2 s
+// (HandshakeTimeout if shorter), at most 256 handshakes wait at once, and
+// silent connections cannot keep a dialer that speaks out (see
+// acceptLoop); the connections turned away for room are reported to
+// OnRefused together, at most once a second (errors.Is gate.ErrFull). The
 // rendezvous socket closes when Connect returns. ctx bounds the whole; on
 // failure everything is closed and unmapped and the error names the peers
 // still missing.
@@ -79,6 +101,7 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 		_ = ln.Close()
 	}
 	m.wg.Wait()
+	m.flushCrowd()
 	if missing := m.missing(); missing != "" {
 		cerr := transport.CtxError(ctx)
 		if cerr == nil {
@@ -102,6 +125,11 @@ type mesh struct {
 	have  int
 	taken map[int]bool  // peers whose handshake passed the proof
 	errs  map[int]error // last failure per peer
+
+	crowdMu  sync.Mutex
+	crowd    int       // connections turned away since the last report
+	crowdAt  time.Time // the last report
+	crowdWhy error     // why the last one was
 }
 
 // reserve claims peer p for an authenticated connection.
@@ -179,9 +207,41 @@ func (m *mesh) refuse(err error) {
 	}
 }
 
-// acceptLoop accepts connections until the listener closes.
+// turnedAway counts a connection the gate refused or cut, and reports it
+// to OnRefused at once if none was reported in the last crowdEvery, else
+// with the next report (or flushCrowd's).
+func (m *mesh) turnedAway(err error) {
+	m.t.refused.Add(1)
+	m.crowdMu.Lock()
+	m.crowd++
+	m.crowdWhy = err
+	due := time.Since(m.crowdAt) >= crowdEvery
+	m.crowdMu.Unlock()
+	if due {
+		m.flushCrowd()
+	}
+}
+
+// flushCrowd reports the connections turned away since the last report,
+// if any.
+func (m *mesh) flushCrowd() {
+	m.crowdMu.Lock()
+	n, why := m.crowd, m.crowdWhy
+	m.crowd, m.crowdAt = 0, time.Now()
+	m.crowdMu.Unlock()
+	if f := m.t.cfg.OnRefused; f != nil && n > 0 {
+		f(fmt.Errorf("shm: rank %d: refused %d connection(s): %w", m.t.rank, n, why))
+	}
+}
+
+// acceptLoop accepts connections until the listener closes. Each goes
+// through one of two gates (see guest): spoken, when the dialer's hello is
+// in when it is accepted, else quiet until its hello is read, then spoken.
+// A flood of silent connections fills quiet only, and a real dialer, who
+// sends its hello as soon as it connects, need not outlast them there.
 func (m *mesh) acceptLoop(ctx context.Context, ln *net.UnixListener) {
-	sem := make(chan struct{}, maxHandshakes)
+	quiet := gate.New(handshakeSlots, handshakeMinAge)
+	spoken := gate.New(handshakeSlots, handshakeMinAge)
 	for {
 		nc, err := ln.AcceptUnix()
 		if err != nil {
@@ -196,23 +256,150 @@ func (m *mesh) acceptLoop(ctx context.Context, ln *net.UnixListener) {
 			}
 			continue
 		}
-		select {
-		case sem <- struct{}{}:
-		default:
+		gu := &guest{UnixConn: nc, ctx: ctx, spoken: spoken}
+		first := quiet
+		if helloIn(nc) {
+			first, gu.spoken = spoken, nil
+		}
+		if err := gu.sit(first); err != nil {
 			_ = nc.Close()
-			m.refuse(errors.New("too many handshakes at once"))
+			m.turnedAway(err)
 			continue
 		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			defer func() { <-sem }()
-			if err := m.acceptOne(ctx, nc); err != nil {
-				_ = nc.Close()
+			err := m.acceptOne(gu)
+			gu.seat.leave()
+			if err == nil {
+				return
+			}
+			_ = nc.Close()
+			if gu.seat.wasCut() {
+				err = errCut
+			}
+			if errors.Is(err, gate.ErrFull) {
+				m.turnedAway(err)
+			} else {
 				m.refuse(err)
 			}
 		}()
 	}
+}
+
+// helloIn reports whether a hello waits to be read on nc, reading nothing.
+func helloIn(nc *net.UnixConn) bool {
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var b [hsSize + 1]byte
+	n := -1
+	_ = rc.Read(func(fd uintptr) bool {
+		n, _, _, _, _ = unix.Recvmsg(int(fd), b[:], nil, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return true
+	})
+	if n != hsSize {
+		return false
+	}
+	_, err = decodeHS(b[:n], hsHello)
+	return err == nil
+}
+
+// guest is an accepted connection while its handshake runs, seated in one
+// of the acceptor's gates: quiet until the dialer's hello is read, then
+// spoken, until the dialer has proved the secret; then it leaves the gates
+// (it is no stranger) before the verdict that hands it the region. Its
+// reads wait at most firstBytesMax for the hello, and until the
+// handshake's deadline after it; the end of ctx wakes them at once. Only
+// the handshake's goroutine uses a guest once it is seated.
+type guest struct {
+	*net.UnixConn
+	ctx    context.Context
+	end    time.Time  // the handshake's deadline
+	spoken *gate.Gate // where heard moves the guest; nil once there
+	seat   *seat
+}
+
+// sit gives the guest a slot of g, or fails with gate.ErrFull.
+func (g *guest) sit(gt *gate.Gate) error {
+	s := &seat{UnixConn: g.UnixConn}
+	p, err := gt.Admit(s)
+	if err != nil {
+		return err
+	}
+	s.pass, g.seat = p, s
+	return nil
+}
+
+// start sets the handshake's deadlines and has the end of ctx wake the
+// connection; the returned func undoes the latter and reports whether ctx
+// ended first.
+func (g *guest) start(total, first time.Duration) func() bool {
+	now := time.Now()
+	g.end = now.Add(total)
+	_ = g.UnixConn.SetDeadline(g.end)
+	_ = g.UnixConn.SetReadDeadline(now.Add(min(first, total)))
+	return context.AfterFunc(g.ctx, func() { _ = g.UnixConn.SetDeadline(aLongTimeAgo) })
+}
+
+// heard is told that the hello is in: the reads get the handshake's
+// deadline, and a quiet guest moves to spoken (errCut if quiet cut it
+// first; gate.ErrFull if spoken is full).
+func (g *guest) heard() error {
+	_ = g.UnixConn.SetReadDeadline(g.end)
+	if g.ctx.Err() != nil { // ctx ended before the line above: wake it again
+		_ = g.UnixConn.SetDeadline(aLongTimeAgo)
+	}
+	if g.spoken == nil {
+		return nil
+	}
+	if !g.seat.leave() {
+		return errCut
+	}
+	spoken := g.spoken
+	g.spoken = nil
+	return g.sit(spoken)
+}
+
+// seat is a connection's place in one gate. The gate's Close (a cut)
+// closes the connection until the handshake leaves; after that it does
+// nothing, so a connection the handshake keeps is never cut.
+type seat struct {
+	*net.UnixConn
+	pass *gate.Pass
+
+	mu        sync.Mutex
+	left, cut bool
+}
+
+// Close is the gate's cut.
+func (s *seat) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.left {
+		return nil
+	}
+	s.cut = true
+	return s.UnixConn.Close()
+}
+
+// leave frees the slot and takes the connection out of the gate's reach;
+// it reports false if the gate cut it first. A second call changes
+// nothing.
+func (s *seat) leave() bool {
+	s.mu.Lock()
+	s.left = s.left || !s.cut
+	ok := s.left
+	s.mu.Unlock()
+	s.pass.Done()
+	return ok
+}
+
+func (s *seat) wasCut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cut
 }
 
 // bound gives nc the handshake's deadline, and a deadline in the past once
@@ -223,12 +410,12 @@ func (t *Transport) bound(ctx context.Context, nc net.Conn) func() bool {
 	return context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
 }
 
-func (m *mesh) acceptOne(ctx context.Context, nc *net.UnixConn) error {
-	t := m.t
-	stop := t.bound(ctx, nc)
-	h, mem, g, win, probe, err := t.acceptHandshake(nc, m)
+func (m *mesh) acceptOne(gu *guest) error {
+	t, nc := m.t, gu.UnixConn
+	stop := gu.start(t.cfg.HandshakeTimeout, firstBytesMax)
+	h, mem, g, win, probe, err := t.acceptHandshake(gu, m)
 	if !stop() && err == nil {
-		err = transport.CtxError(ctx)
+		err = transport.CtxError(gu.ctx)
 	}
 	if err == nil {
 		_ = nc.SetDeadline(time.Time{})
@@ -332,8 +519,8 @@ func (t *Transport) dialHandshake(nc *net.UnixConn, p int) (mem []byte, g geomet
 		return nil, g, 0, 0, err
 	}
 	ch, cb, err := readHS(nc, hsChallenge)
-	if err != nil {
-		return nil, g, 0, 0, err
+	if err != nil { // closed unread: a full acceptor, or one that cut it, is dialled again
+		return nil, g, 0, 0, fmt.Errorf("waiting for the challenge: %w", err)
 	}
 	if ch.Status != stOK {
 		return nil, g, 0, 0, refusal(ch.Status)
@@ -456,13 +643,18 @@ func closeFD(fd int) {
 	}
 }
 
-// acceptHandshake runs the acceptor's side on nc; once the dialer h has
-// proved the secret it reserves h, creates the pair's region and hands it
-// over. It returns h, the region and h's window; on failure after the
-// region was made, the region too (the caller unmaps it).
-func (t *Transport) acceptHandshake(nc *net.UnixConn, m *mesh) (h int, mem []byte, g geometry, window int, probe uint64, err error) {
+// acceptHandshake runs the acceptor's side on gu's connection; once the
+// dialer h has proved the secret it takes gu out of the gates, reserves h,
+// creates the pair's region and hands it over. It returns h, the region
+// and h's window; on failure after the region was made, the region too
+// (the caller unmaps it).
+func (t *Transport) acceptHandshake(gu *guest, m *mesh) (h int, mem []byte, g geometry, window int, probe uint64, err error) {
+	nc := gu.UnixConn
 	hello, hb, err := readHS(nc, hsHello)
 	if err != nil {
+		return 0, nil, g, 0, 0, err
+	}
+	if err := gu.heard(); err != nil {
 		return 0, nil, g, 0, 0, err
 	}
 	h = int(hello.From)
@@ -497,6 +689,9 @@ func (t *Transport) acceptHandshake(nc *net.UnixConn, m *mesh) (h int, mem []byt
 		v.Status = stMAC
 		_, _ = nc.Write(v.encode())
 		return 0, nil, g, 0, 0, errors.New(statusText[stMAC])
+	}
+	if !gu.seat.leave() {
+		return 0, nil, g, 0, 0, errCut
 	}
 	if !m.reserve(h) {
 		v.Status = stDuplicate
