@@ -80,12 +80,15 @@ func connectInTurn(ctx context.Context, run string, n int, settle func(r int)) (
 // once the flood fills the socket of the one before, so every pair meets
 // under the flood. The group connects, and soon: within twice the time
 // it took from its last rank's start without the flood, or that time and
-// three seconds, whichever is longer. Connecting takes milliseconds, so
+// four seconds, whichever is longer. Connecting takes milliseconds, so
 // twice that alone would measure the scheduler, not the listener; and the
 // flood runs in this process, so its 600 goroutines and the acceptors'
 // churn (thousands of connections accepted, cut and dialled again a
-// second) take CPU from the ranks on a busy 2-core machine. Before the
-// gate a flood kept the peers out for the whole join timeout.
+// second) take CPU from the ranks: on a 2-core machine under -race, with
+// other builds and two busy loops beside it (load 8 to 13), the group
+// connected in 0.3 to 2.7 s under the flood. When silent connections
+// could fill every handshake slot, a flood kept the peers out for the
+// whole join timeout.
 func TestFloodDoesNotKeepPeersOut(t *testing.T) {
 	needShm(t)
 	const n, strangers = 3, 300
@@ -145,7 +148,7 @@ func TestFloodDoesNotKeepPeersOut(t *testing.T) {
 	}
 	t.Logf("the group connected in %v without the flood, %v under it (%d strangers dialled meanwhile, %d refused in all)",
 		unflooded, flooded, during, refused)
-	if bound := max(2*unflooded, unflooded+3*time.Second); flooded > bound {
+	if bound := max(2*unflooded, unflooded+4*time.Second); flooded > bound {
 		t.Errorf("under the flood the group took %v, over %v (%v without it)", flooded, bound, unflooded)
 	}
 	if refused == 0 {

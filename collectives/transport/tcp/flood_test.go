@@ -87,14 +87,16 @@ func closeMade(ts []*Transport) {
 // TestFloodDoesNotKeepPeersOut: while three ranks connect, 300 silent
 // connections are held open to each listening rank, each dialled again as
 // soon as it is closed. The mesh forms, and soon: within twice the time the
-// same group took without the flood, or that time and three seconds,
+// same group took without the flood, or that time and four seconds,
 // whichever is longer. Forming a mesh on loopback takes milliseconds, so
 // twice that alone would measure the scheduler, not the listener; and the
 // flood runs in this process, so its 600 goroutines and the acceptors'
 // churn (thousands of connections accepted, cut and dialled again a
-// second) take CPU from the ranks: on the 2-core machine under -race with
-// other builds running the mesh formed in 0.1 to 2.3 s. Before the gate a
-// flood kept the peers out for the whole join timeout.
+// second) take CPU from the ranks: on a 2-core machine under -race, with
+// other builds and two busy loops beside it (load 8 to 13), the mesh
+// formed in 0.1 to 2.3 s under the flood. When silent connections could
+// fill every handshake slot, a flood kept the peers out for the whole
+// join timeout.
 func TestFloodDoesNotKeepPeersOut(t *testing.T) {
 	const n, strangers = 3, 300
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -148,7 +150,7 @@ func TestFloodDoesNotKeepPeersOut(t *testing.T) {
 	}
 	t.Logf("mesh formed in %v without the flood, %v under it (%d strangers dialled meanwhile, %d refused)",
 		unflooded, flooded, during, refused)
-	if bound := max(2*unflooded, unflooded+3*time.Second); flooded > bound {
+	if bound := max(2*unflooded, unflooded+4*time.Second); flooded > bound {
 		t.Errorf("under the flood the mesh took %v, over %v (%v without it)", flooded, bound, unflooded)
 	}
 	if refused == 0 {
