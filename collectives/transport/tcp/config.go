@@ -76,7 +76,10 @@ type Config struct {
 
 	// OnRefused, if set, is called (from a connection's goroutine, during
 	// Connect; it must not block) with the reason each refused connection
-	// was refused. The package itself never logs.
+	// was refused. Connections turned away because every handshake slot
+	// was taken (errors.Is(err, gate.ErrFull)) are reported together, at
+	// most once a second, in one error that gives their number. The
+	// package itself never logs.
 	OnRefused func(error)
 }
 

@@ -29,9 +29,11 @@
 //
 // Both nonces are in every MAC, so a recorded handshake replays to
 // nothing; the acceptor proves nothing before the dialer has. Anything
-// else (a stranger, a wrong secret, a wrong group id, garbage, a silent
-// client past HandshakeTimeout) is closed, counted in Stats.Refused and
-// passed to Config.OnRefused; the package logs nothing.
+// else (a stranger, a wrong secret, a wrong group id, garbage, a client
+// silent for 2 s, or HandshakeTimeout if shorter) is closed, counted in
+// Stats.Refused and passed to Config.OnRefused; connections turned away
+// because every handshake slot was taken are passed together, at most once
+// a second. The package logs nothing.
 //
 // # Frames
 //
