@@ -1,0 +1,185 @@
+// Command trust measures whether a cluster of choreo processes can be
+// trusted under load: it builds the demo once, then runs experiments,
+// each a number of tries, each try a fresh cluster of demo processes on
+// loopback that it starts itself as ranks (so it knows their pids and
+// reads their output with timestamps): a rank paused and resumed, a rank
+// paused past the peer timeout, a rank killed in a 64 MiB soak, the
+// check matrix beside busy CPU loops, and floods of silent connections and
+// HTTP/2 streams. It prints one markdown table per experiment, a row as
+// each cell completes, then a summary. See README.md.
+//
+//	go run ./bench/trust                      # every experiment, default tries
+//	go run ./bench/trust -only pause -tries 1 -pauses 3s -ranks 3 -transports tcp
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// harness is one invocation: the demo it runs, its scratch directory, the
+// directory that keeps failed tries' output, its logger (progress on
+// stderr), the tables' writer (stdout) and the summary lines gathered as
+// experiments end.
+type harness struct {
+	cfg     *config
+	demo    string
+	tmp     string
+	logs    string
+	log     *zap.SugaredLogger
+	out     io.Writer
+	outMu   sync.Mutex
+	rng     *rand.Rand
+	rngMu   sync.Mutex
+	summary []string
+}
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	log := newLogger()
+	code := run(cfg, log)
+	_ = log.Sync()
+	os.Exit(code)
+}
+
+// newLogger is the progress logger: short console lines on stderr.
+func newLogger() *zap.SugaredLogger {
+	ec := zap.NewDevelopmentEncoderConfig()
+	ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05")
+	ec.EncodeCaller = nil
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(ec), zapcore.Lock(os.Stderr), zapcore.InfoLevel)
+	return zap.New(core).Sugar()
+}
+
+// run runs the experiments cfg names and returns the exit status: 0 when
+// every try passed, 1 when one failed, 2 when the harness could not run.
+func run(cfg *config, log *zap.SugaredLogger) int {
+	tmp, err := os.MkdirTemp("", "choreo-trust-")
+	if err != nil {
+		log.Errorw("scratch directory", "err", err)
+		return 2
+	}
+	h := &harness{cfg: cfg, tmp: tmp, log: log, out: os.Stdout, logs: cfg.logs}
+	if h.logs == "" {
+		h.logs = filepath.Join(os.TempDir(), "choreo-trust-logs-"+time.Now().Format("20060102-150405"))
+	}
+	seed := cfg.seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	h.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	cleanup := func() {
+		kids.killAll()
+		_ = os.RemoveAll(tmp)
+	}
+	defer cleanup()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		log.Warnw("interrupted: killing every child", "signal", s.String())
+		cleanup()
+		_ = log.Sync()
+		os.Exit(130)
+	}()
+
+	if h.demo = cfg.demo; h.demo == "" {
+		if h.demo, err = buildDemo(tmp, log); err != nil {
+			log.Errorw("build", "err", err)
+			return 2
+		}
+	}
+	log.Infow("trust", "seed", seed, "experiments", cfg.only, "failed tries' output", h.logs)
+	t0 := time.Now()
+	failed := false
+	for _, e := range []struct {
+		name string
+		run  func() bool
+	}{
+		{"pause", h.pauseExperiment}, {"longpause", h.longPauseExperiment}, {"kill", h.killExperiment},
+		{"matrix", h.matrixExperiment}, {"flood", h.floodExperiment},
+	} {
+		if cfg.wants(e.name) {
+			if !e.run() {
+				failed = true
+			}
+		}
+	}
+	h.outMu.Lock()
+	fmt.Fprintf(h.out, "\n### Summary (seed %d, %s)\n\n", seed, time.Since(t0).Round(time.Second))
+	for _, s := range h.summary {
+		fmt.Fprintf(h.out, "- %s\n", s)
+	}
+	if failed {
+		fmt.Fprintf(h.out, "\nFailed tries' output: %s\n", h.logs)
+	}
+	h.outMu.Unlock()
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// buildDemo builds ./cmd/demo into dir (the harness runs from the
+// repository root, or from anywhere inside it).
+func buildDemo(dir string, log *zap.SugaredLogger) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	exe := filepath.Join(dir, "demo")
+	log.Infow("building the demo", "out", exe)
+	cmd := exec.Command("go", "build", "-o", exe, "./cmd/demo")
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("trust: go build ./cmd/demo: %w", err)
+	}
+	return exe, nil
+}
+
+// moduleRoot is the directory of the go.mod above the working directory.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("trust: go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("trust: run it inside the choreo module (go env GOMOD is empty)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// intn is a random int in [0, n).
+func (h *harness) intn(n int) int {
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
+	return h.rng.IntN(n)
+}
+
+// summarize adds a line to the summary.
+func (h *harness) summarize(format string, args ...any) {
+	h.summary = append(h.summary, fmt.Sprintf(format, args...))
+}
