@@ -151,10 +151,13 @@ func (c *cluster) reap(d time.Duration) []int {
 
 // supervise waits for every rank. When one fails, or a signal arrives on
 // sigs, or deadline passes, it stops the rest: SIGTERM to each group, then
-// SIGKILL after the grace period; a second signal kills at once. Every
-// wait is bounded once stopping has begun. A rank that fails because it
-// lost a peer (exitPeerLost) gives the rank that failed first up to
-// peerLostWindow to show itself before the rest are stopped.
+// SIGKILL once the grace period has passed since the first failure (since
+// the stop otherwise); a second signal kills at once. Every wait is
+// bounded once stopping has begun: with or without a deadline, every rank
+// is gone within the grace period (and reapTimeout) of the first failed
+// exit. A rank that fails because it lost a peer (exitPeerLost) gives the
+// rank that failed first up to peerLostWindow (at most the grace period)
+// to show itself before the rest are asked to stop.
 func (c *cluster) supervise(sigs <-chan os.Signal, deadline <-chan time.Time) error {
 	var (
 		failed         []rankExit // exits not caused by the launcher, in order
@@ -164,11 +167,16 @@ func (c *cluster) supervise(sigs <-chan os.Signal, deadline <-chan time.Time) er
 		stopAt, killAt <-chan time.Time
 		reapBy         <-chan time.Time
 		running        = len(c.ranks)
+		firstFailure   time.Time // zero until a rank fails
 		stop           = func() {
 			if !stopping {
 				stopping = true
 				c.signal(syscall.SIGTERM)
-				killAt = time.After(c.grace)
+				wait := c.grace
+				if !firstFailure.IsZero() {
+					wait -= time.Since(firstFailure)
+				}
+				killAt = time.After(max(wait, 0))
 			}
 		}
 	)
@@ -182,6 +190,9 @@ func (c *cluster) supervise(sigs <-chan os.Signal, deadline <-chan time.Time) er
 				continue
 			}
 			failed = append(failed, e)
+			if firstFailure.IsZero() {
+				firstFailure = time.Now()
+			}
 			if e.state != nil && e.state.ExitCode() == exitPeerLost && stopAt == nil {
 				stopAt = time.After(min(peerLostWindow, c.grace))
 				continue

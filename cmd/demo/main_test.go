@@ -67,6 +67,13 @@ func fakeRank(mode string) int {
 		return 0
 	case "stubborn": // SIGTERM does not stop it
 		signal.Ignore(syscall.SIGTERM)
+	case "peerlost-stubborn": // rank 0 reports a lost peer (saying when); the others ignore SIGTERM
+		if rank == 0 {
+			time.Sleep(50 * time.Millisecond)
+			fmt.Printf("failing at %d\n", time.Now().UnixNano())
+			return exitPeerLost
+		}
+		signal.Ignore(syscall.SIGTERM)
 	case "peerlost": // rank 0 reports a lost peer before rank 2 fails
 		if rank == 0 {
 			time.Sleep(50 * time.Millisecond)
