@@ -35,6 +35,10 @@ import (
 //   - mismatch-alltoallv: an all-to-all whose last rank expects one row
 //     fewer from rank 0 than rank 0 sends it: every rank must fail with
 //     ErrShapeMismatch.
+//
+// A failure that leaves the group unusable (a peer lost, a deadline
+// passed, the group closed) ends the scenario: the steps left would each
+// wait out their deadline.
 type nodeCheckCmd struct {
 	Scenario string        `arg:"" enum:"matrix,soak,mismatch,mismatch-alltoallv" help:"matrix, soak, mismatch or mismatch-alltoallv."`
 	Size     sizeFlag      `help:"Soak: bytes per all-reduce." default:"64MiB"`
@@ -89,6 +93,7 @@ type checker struct {
 	timeout    time.Duration
 	ok, failed int
 	first      error // the first failure
+	broken     bool  // a failure left the group unusable: the steps left are skipped
 }
 
 func (k *checker) pass(step string) {
@@ -98,10 +103,20 @@ func (k *checker) pass(step string) {
 
 func (k *checker) fail(step string, err error) {
 	k.failed++
+	k.broken = k.broken || breaksGroup(err)
 	if k.first == nil {
 		k.first = fmt.Errorf("%s: %w", step, err)
 	}
 	fmt.Printf("CHECK %s FAIL %s %v\n", step, sentinelName(err), err)
+}
+
+// breaksGroup reports whether err leaves the group unusable (a peer lost,
+// a deadline passed, the group closed): every later step would fail too,
+// each after waiting out its deadline, so the scenario stops there and
+// the rank exits within a bounded time of the failure.
+func breaksGroup(err error) bool {
+	return errors.Is(err, collectives.ErrPeerLost) || errors.Is(err, collectives.ErrTimeout) ||
+		errors.Is(err, collectives.ErrClosed)
 }
 
 // sentinelName names the public sentinel err matches, most specific first.

@@ -33,6 +33,9 @@ func (k *checker) exchange() {
 	last := k.g.Size() - 1
 	for _, dt := range gpu.DTypes {
 		for _, count := range exchangeCounts(dt) {
+			if k.broken {
+				return
+			}
 			k.allToAll(dt, count)
 			k.allToAllV(dt, count)
 			k.gather(dt, count, 0)
@@ -45,6 +48,9 @@ func (k *checker) exchange() {
 	}
 	for _, dt := range []gpu.DType{gpu.Float32, gpu.Int8, gpu.BFloat16, gpu.Float16} {
 		for _, op := range []collectives.Op{collectives.Min, collectives.Max, collectives.Prod} {
+			if k.broken {
+				return
+			}
 			k.reduceRoot(dt, op, 7, 0)
 			k.reduceRoot(dt, op, 1024, last)
 		}
