@@ -13,7 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/choreo-gpu/choreo/internal/errs"
@@ -46,6 +46,12 @@ const (
 	// writerQueue is the initial size of each peer's send queue; protoactor
 	// allocates it up front (1,000,000 slots by default) and grows it.
 	writerQueue = 1024
+	// handshakeTimeout bounds a control connection's handshake on the
+	// server (from its accept to HTTP/2's preface): what a stranger that
+	// stays silent holds, at most, of one of the gate's slots.
+	handshakeTimeout = 2 * time.Second
+	// grpcMinConnect is grpc-go's default bound on a connection attempt.
+	grpcMinConnect = 20 * time.Second
 	// closeWait bounds how long Close waits for the streams and connections
 	// to end on their own before it cuts them.
 	closeWait = 2 * time.Second
@@ -60,15 +66,16 @@ const (
 type RemoteConfig struct {
 	Addr       string // listen "host:port"; port 0 picks a free one
 	Advertise  string // optional "host:port" peers use to reach this runtime; default: Addr's host with the bound port (port 0 here also means the bound port)
-	Secret     []byte // at least 16 bytes, shared by the group; every remoting stream proves it
+	Secret     []byte // at least 16 bytes, shared by the group; every control connection proves it, both ways, and is keyed from it
 	MaxMessage int    // largest gRPC message sent or received, default 16 MiB
 	BatchSize  int    // protoactor endpoint-writer batch size, default 64 (so BatchSize x the largest control message stays under MaxMessage)
-	// PeerTimeout is how long a connected peer may stay silent (not
-	// answering keepalive pings: a paused, swapped or starved process, a
-	// host gone without closing) before its connections are dropped and
-	// its endpoint reported terminated; default DefaultPeerTimeout. A peer
-	// that closes its connections or exits is reported at once, whatever
-	// the timeout.
+	// PeerTimeout is how long a connected peer may stay silent (no
+	// record, heartbeats included, and no answer to keepalive pings: a
+	// paused, swapped or starved process, a host gone without closing)
+	// before its connections are dropped and its endpoint reported
+	// terminated; it also bounds a handshake with a peer this runtime
+	// dials. Default DefaultPeerTimeout. A peer that closes its
+	// connections or exits is reported at once, whatever the timeout.
 	PeerTimeout time.Duration
 }
 
@@ -82,8 +89,13 @@ func WithRemote(cfg RemoteConfig) Option {
 }
 
 // Remote is a runtime's protoactor remoting: a gRPC server on the listen
-// address, and a connection to each peer it sends to. Every stream in both
-// directions proves the group's secret (R21; see remote_auth.go). A Remote
+// address, and a connection to each peer it sends to. Every connection,
+// either way, starts with a mutual challenge-response on the group's
+// secret with fresh nonces, before HTTP/2 (remote_handshake.go), and then
+// carries only AES-256-GCM records keyed from that secret and both nonces
+// (remote_record.go): nothing that crosses the wire can be replayed, and
+// nothing a stranger sends reaches gRPC. A peer's messages may speak only
+// for the address its handshake proved (see guard). A Remote
 // lives as long as its runtime: Close shuts it down, bounded, after the
 // runtime's services; a message sent to a peer after that is dropped as a
 // dead letter (protoactor's writer tries once more, refused, and sleeps
@@ -97,6 +109,7 @@ type Remote struct {
 	rt    *Runtime
 	pr    *remote.Remote
 	g     *guard
+	creds *controlCreds
 	addr  string
 	log   *zap.Logger
 	track *eventstream.Subscription // keeps connected
@@ -110,6 +123,13 @@ type Remote struct {
 // Address is the advertised "host:port": the address in every PID of this
 // runtime, the one peers dial.
 func (r *Remote) Address() string { return r.addr }
+
+// AuthFailure is the first error this runtime's dials met in a
+// connection's handshake since remoting started: a peer that refused this
+// runtime's proof of the group's secret, or whose own proof was wrong. It
+// wraps ErrAuth and names the peer's address; nil if none. A wrong secret
+// shows here at once, where protoactor only reports the endpoint lost.
+func (r *Remote) AuthFailure() error { return r.creds.authFailure() }
 
 // OnEndpointTerminated calls f with the peer's address each time protoactor
 // publishes an EndpointTerminatedEvent: the connection to that peer broke
@@ -212,18 +232,22 @@ func startRemote(rt *Runtime, cfg RemoteConfig) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(adv) > hsMaxAddr { // the handshake carries it in at most 255 bytes
+		return nil, fmt.Errorf("actors: remote: advertised address %q: longer than %d bytes: %w", adv, hsMaxAddr, ErrBadArgument)
+	}
 	log := rt.log.Named("remote")
-	g := newGuard(cfg.Secret, log)
+	g := newGuard(log)
+	creds := newControlCreds(cfg.Secret, adv, handshakeTimeout, cfg.PeerTimeout, log)
 	pcfg := remote.Configure(host, port,
 		remote.WithAdvertisedHost(adv),
-		remote.WithServerOptions(serverOptions(cfg, g)...),
-		remote.WithDialOptions(dialOptions(cfg, g)...),
+		remote.WithServerOptions(serverOptions(cfg, g, creds)...),
+		remote.WithDialOptions(dialOptions(cfg, g, creds)...),
 		remote.WithEndpointWriterBatchSize(cfg.BatchSize),
 		remote.WithEndpointWriterQueueSize(writerQueue),
 	)
 	pcfg.MaxRetryCount = connectAttempts
 	r := &Remote{
-		rt: rt, g: g, addr: adv, log: log,
+		rt: rt, g: g, creds: creds, addr: adv, log: log,
 		connected: map[string]bool{},
 		subs:      map[*eventstream.Subscription]struct{}{},
 	}
@@ -380,12 +404,15 @@ func pingEvery(c RemoteConfig, least time.Duration) time.Duration {
 	return max(c.PeerTimeout/4, least)
 }
 
-// serverOptions: message limits, keepalive (ping an idle client every
-// quarter of PeerTimeout, drop one that does not answer within
-// PeerTimeout; accept client pings as often as clients send them), and the
-// guard's interceptors.
-func serverOptions(c RemoteConfig, g *guard) []grpc.ServerOption {
+// serverOptions: the control credentials (a connection's handshake and
+// HTTP/2's preface within handshakeTimeout), message limits, keepalive
+// (ping an idle client every quarter of PeerTimeout, drop one that does
+// not answer within PeerTimeout; accept client pings as often as clients
+// send them), and the guard's interceptors.
+func serverOptions(c RemoteConfig, g *guard, creds *controlCreds) []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.Creds(creds),
+		grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.MaxRecvMsgSize(c.MaxMessage),
 		grpc.MaxSendMsgSize(c.MaxMessage),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: serverMinPing, PermitWithoutStream: true}),
@@ -395,12 +422,15 @@ func serverOptions(c RemoteConfig, g *guard) []grpc.ServerOption {
 	}
 }
 
-// dialOptions replace protoactor's default (insecure transport only), so
-// they name the transport again, with the limits, keepalive, the guard's
-// interceptors and its dialer.
-func dialOptions(c RemoteConfig, g *guard) []grpc.DialOption {
+// dialOptions replace protoactor's default (insecure transport only): the
+// control credentials, a connection attempt bounded by no less than
+// PeerTimeout (a peer paused while this runtime dials it is waited for,
+// not refused sooner), the limits, keepalive, the guard's interceptors
+// and its dialer.
+func dialOptions(c RemoteConfig, g *guard, creds *controlCreds) []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: max(grpcMinConnect, c.PeerTimeout+handshakeTimeout)}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(c.MaxMessage), grpc.MaxCallRecvMsgSize(c.MaxMessage)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: pingEvery(c, clientMinKeepalive), Timeout: c.PeerTimeout, PermitWithoutStream: true}),
 		grpc.WithChainStreamInterceptor(g.clientStream),

@@ -2,11 +2,6 @@ package actors
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -17,52 +12,35 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/choreo-gpu/choreo/internal/errs"
 )
 
-// authKey is the gRPC metadata key that carries a stream's proof of the
-// group's secret; authLabel is what the proof signs.
-const (
-	authKey   = "choreo-auth"
-	authLabel = "choreo control v1"
-)
-
-// authToken is hex(HMAC-SHA256(secret, "choreo control v1")): what every
-// remoting stream and call presents in its authKey metadata.
-func authToken(secret []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(authLabel))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// guard closes the control plane to strangers (R21). It sits in front of
-// protoactor's gRPC server and client:
-//   - every stream and call must carry the group's token (authKey), compared
-//     in constant time; others are refused with Unauthenticated before
-//     protoactor sees a byte;
-//   - every received message batch is checked before protoactor decodes it:
-//     a type name this binary has not linked, a serializer other than
-//     protobuf, or an index out of range (each of which panics inside
-//     protoactor at this version) refuses the stream with InvalidArgument;
-//   - a handler that panics anyway (protoactor's ListProcesses and
-//     GetProcessDiagnostics always do) is recovered into Internal;
+// guard sits in front of protoactor's gRPC server and client, behind the
+// connection's authentication (controlCreds: a stranger never gets as far
+// as HTTP/2):
+//   - every stream's messages are checked before protoactor decodes them
+//     (checkMessage): what protoactor's reader would panic on (a type
+//     name this binary has not linked, a serializer other than protobuf,
+//     an index out of range) and what speaks for another node than the
+//     one the connection's handshake proved (a sender, a Terminated, a
+//     Watch or Unwatch naming another address; any other actor system
+//     message, PoisonPill included) refuse the stream with
+//     InvalidArgument, logged at Warn;
+//   - unary calls are refused with Unimplemented (protoactor makes none,
+//     and its handlers for them panic at this version);
+//   - a stream handler that panics anyway is recovered into Internal,
+//     logged at Warn;
 //
-// each refusal is logged at Warn, and the process goes on. The token is a
-// static proof: it keeps strangers and stray packets out, not an
-// eavesdropper who can replay it (the transport is plain TCP).
+// and the process goes on.
 //
 // The guard also tracks what Close must end: the server handlers running,
 // and the client connections protoactor dialed (it leaks some); after
 // close, it dials nothing more.
 type guard struct {
-	token []byte
-	log   *zap.Logger
+	log *zap.Logger
 
 	mu       sync.Mutex
 	closed   bool
@@ -71,46 +49,42 @@ type guard struct {
 	conns    map[*grpc.ClientConn]struct{}
 }
 
-func newGuard(secret []byte, log *zap.Logger) *guard {
+func newGuard(log *zap.Logger) *guard {
 	idle := make(chan struct{})
 	close(idle)
-	return &guard{token: []byte(authToken(secret)), log: log, idle: idle, conns: map[*grpc.ClientConn]struct{}{}}
+	return &guard{log: log, idle: idle, conns: map[*grpc.ClientConn]struct{}{}}
 }
 
 // errGuardClosed refuses dials and streams once remoting is closing.
 var errGuardClosed = fmt.Errorf("actors: remote: %w", ErrClosed)
 
-// admit checks ctx's token; the error is the refusal to return.
-func (g *guard) admit(ctx context.Context, method string) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	got := md.Get(authKey)
-	if len(got) == 1 && subtle.ConstantTimeCompare([]byte(got[0]), g.token) == 1 {
-		return nil
-	}
-	g.log.Warn("remote: refused an unauthenticated client", zap.String("peer", peerOf(ctx)), zap.String("method", method), zap.Int("tokens", len(got)))
-	return status.Error(codes.Unauthenticated, "choreo: missing or wrong group secret")
-}
-
-// serverStream admits, checks and recovers a stream (Remoting.Receive).
+// serverStream checks and recovers a stream (Remoting.Receive).
 func (g *guard) serverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-	if err := g.admit(ss.Context(), info.FullMethod); err != nil {
-		return err
+	from, ok := provenAddr(ss.Context())
+	if !ok { // not a connection controlCreds authenticated: cannot happen with the server's options
+		g.log.Warn("remote: refused a stream without a proven address", zap.String("peer", peerOf(ss.Context())), zap.String("method", info.FullMethod))
+		return status.Error(codes.Unauthenticated, "choreo: unauthenticated connection")
 	}
 	g.enter()
 	defer g.leave()
 	defer g.recoverInto(&err, ss.Context(), info.FullMethod)
-	return handler(srv, &checkedStream{ServerStream: ss, g: g})
+	return handler(srv, &checkedStream{ServerStream: ss, g: g, from: from})
 }
 
-// serverUnary admits and recovers a call.
-func (g *guard) serverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	if err := g.admit(ctx, info.FullMethod); err != nil {
-		return nil, err
+// serverUnary refuses every call.
+func (g *guard) serverUnary(ctx context.Context, _ any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+	g.log.Warn("remote: refused a unary call", zap.String("peer", peerOf(ctx)), zap.String("method", info.FullMethod))
+	return nil, status.Error(codes.Unimplemented, "choreo: not served")
+}
+
+// provenAddr is the address the connection of ctx proved in its handshake.
+func provenAddr(ctx context.Context) (string, bool) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", false
 	}
-	g.enter()
-	defer g.leave()
-	defer g.recoverInto(&err, ctx, info.FullMethod)
-	return handler(ctx, req)
+	pi, ok := p.AuthInfo.(peerInfo)
+	return pi.Addr, ok && pi.Addr != ""
 }
 
 // recoverInto turns a handler's panic into a logged Internal refusal.
@@ -121,10 +95,12 @@ func (g *guard) recoverInto(err *error, ctx context.Context, method string) {
 	}
 }
 
-// checkedStream checks each message protoactor reads before it sees it.
+// checkedStream checks each message protoactor reads before it sees it,
+// against from, the connection's proven address.
 type checkedStream struct {
 	grpc.ServerStream
-	g *guard
+	g    *guard
+	from string
 }
 
 func (s *checkedStream) RecvMsg(m any) error {
@@ -135,55 +111,9 @@ func (s *checkedStream) RecvMsg(m any) error {
 	if !ok {
 		return nil
 	}
-	if err := checkMessage(rm); err != nil {
-		s.g.log.Warn("remote: refused a message", zap.String("peer", peerOf(s.Context())), zap.Error(err))
+	if err := checkMessage(rm, s.from); err != nil {
+		s.g.log.Warn("remote: refused a message", zap.String("peer", peerOf(s.Context())), zap.String("from", s.from), zap.Error(err))
 		return status.Error(codes.InvalidArgument, "choreo: "+err.Error())
-	}
-	return nil
-}
-
-// checkMessage refuses what protoactor's reader would panic on.
-func checkMessage(m *remote.RemoteMessage) error {
-	switch t := m.MessageType.(type) {
-	case *remote.RemoteMessage_ConnectRequest:
-		if t.ConnectRequest.GetServerConnection() == nil {
-			return errors.New("connect request without a server connection")
-		}
-	case *remote.RemoteMessage_MessageBatch:
-		return checkBatch(t.MessageBatch)
-	}
-	return nil
-}
-
-func checkBatch(b *remote.MessageBatch) error {
-	for i, name := range b.TypeNames {
-		if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(name)); err != nil {
-			return fmt.Errorf("batch type %d: unknown message type %q", i, name)
-		}
-	}
-	for i, p := range b.Targets {
-		if p == nil {
-			return fmt.Errorf("batch target %d: empty", i)
-		}
-	}
-	for i, p := range b.Senders {
-		if p == nil {
-			return fmt.Errorf("batch sender %d: empty", i)
-		}
-	}
-	for i, e := range b.Envelopes {
-		switch {
-		case e == nil:
-			return fmt.Errorf("envelope %d: empty", i)
-		case e.TypeId < 0 || int(e.TypeId) >= len(b.TypeNames):
-			return fmt.Errorf("envelope %d: type %d out of range", i, e.TypeId)
-		case e.Target < 0 || int(e.Target) >= len(b.Targets):
-			return fmt.Errorf("envelope %d: target %d out of range", i, e.Target)
-		case e.Sender < 0 || int(e.Sender) > len(b.Senders):
-			return fmt.Errorf("envelope %d: sender %d out of range", i, e.Sender)
-		case e.SerializerId != 0: // the only one protoactor sends at this version
-			return fmt.Errorf("envelope %d: serializer %d not accepted", i, e.SerializerId)
-		}
 	}
 	return nil
 }
@@ -195,21 +125,20 @@ func peerOf(ctx context.Context) string {
 	return "unknown"
 }
 
-// clientStream presents the token on every stream protoactor opens, and
-// tracks its connection.
+// clientStream tracks the connection of every stream protoactor opens.
 func (g *guard) clientStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if !g.keep(cc) {
 		return nil, status.Error(codes.Unavailable, errGuardClosed.Error())
 	}
-	return streamer(metadata.AppendToOutgoingContext(ctx, authKey, string(g.token)), desc, cc, method, opts...)
+	return streamer(ctx, desc, cc, method, opts...)
 }
 
-// clientUnary presents the token on every call.
+// clientUnary tracks the connection of every call.
 func (g *guard) clientUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if !g.keep(cc) {
 		return status.Error(codes.Unavailable, errGuardClosed.Error())
 	}
-	return invoker(metadata.AppendToOutgoingContext(ctx, authKey, string(g.token)), method, req, reply, cc, opts...)
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // dial connects protoactor's clients, until close.

@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,10 @@ const bound = 20 * time.Second
 
 var secret = []byte("0123456789abcdef-group-secret")
 
-const peerEnv = "CHOREO_REMOTE_PEER" // the child's mode: "node" or "errors"
+const (
+	peerEnv        = "CHOREO_REMOTE_PEER"         // the child's mode: "node" or "errors"
+	peerTimeoutEnv = "CHOREO_REMOTE_PEER_TIMEOUT" // the child's RemoteConfig.PeerTimeout, if set
+)
 
 // noLeaks fails the test when goroutines it started outlive it; call it
 // first, so it runs after every other cleanup.
@@ -95,11 +99,11 @@ func (s *syncBuffer) String() string {
 }
 
 // startPeer starts a child in mode with the given rank and secret and, in
-// mode "node", waits for its address.
-func startPeer(t *testing.T, mode string, rank int, key []byte) *peer {
+// mode "node", waits for its address; env is added to its environment.
+func startPeer(t *testing.T, mode string, rank int, key []byte, env ...string) *peer {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRemotePeerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), peerEnv+"="+mode, "CHOREO_PEER_RANK="+strconv.Itoa(rank), "CHOREO_PEER_SECRET="+hex.EncodeToString(key))
+	cmd.Env = append(append(os.Environ(), peerEnv+"="+mode, "CHOREO_PEER_RANK="+strconv.Itoa(rank), "CHOREO_PEER_SECRET="+hex.EncodeToString(key)), env...)
 	p := &peer{t: t, name: fmt.Sprintf("rank %d", rank), cmd: cmd, lines: make(chan string, 1024), out: &syncBuffer{}, exit: make(chan error, 1)}
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -172,6 +176,15 @@ func (p *peer) expect(prefix string) string {
 		case <-timeout:
 			p.t.Fatalf("%s: no %q; output:\n%s", p.name, prefix, p.out.String())
 		}
+	}
+}
+
+// awaitWarn waits for a Warn line containing s (bounded by expect's bound
+// on each line).
+func (p *peer) awaitWarn(s string) {
+	p.t.Helper()
+	for p.saw(s) == 0 {
+		p.expect("WARN")
 	}
 }
 
@@ -288,17 +301,21 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 
 func (w *lineWriter) println(a ...any) { _, _ = fmt.Fprintln(w, a...) }
 
-// peerMain runs a runtime with remoting (rank and secret from the
-// environment), an actor "echo" that answers each wire.Ping with a
-// wire.Pong (printing "got-ping N") and an actor "probe" that prints
-// "pong N RANK" for each Pong, and logs Warn and above to stdout. It
-// prints "addr ADDRESS", then serves commands from stdin, each answered
-// "ok CMD" once done: "ping ADDR N" (probe pings ADDR's echo), "watch"
-// (print "terminated ADDR" on each EndpointTerminatedEvent),
-// "watch-cancelled" (a callback cancelled at once; prints
-// "cancelled-fired" if it ever runs), "close" (prints "closed" or
-// "closed: ERR"). At "close" or EOF it closes the runtime and checks that
-// no goroutine is left.
+// peerMain runs a runtime with remoting (rank, secret and peer timeout
+// from the environment), an actor "echo" that answers each wire.Ping with
+// a wire.Pong (printing "got-ping N"), an actor "probe" that prints
+// "pong N RANK" for each Pong, and an actor "watcher" that prints
+// "actor-terminated ADDR/ID WHY" for each Terminated it gets, and logs
+// Warn and above to stdout. It prints "addr ADDRESS", then serves commands
+// from stdin, each answered "ok CMD" once done: "ping ADDR N" (probe pings
+// ADDR's echo), "watch" (print "terminated ADDR" on each
+// EndpointTerminatedEvent), "watch-cancelled" (a callback cancelled at
+// once; prints "cancelled-fired" if it ever runs), "watch-actor ADDR"
+// (watcher watches ADDR's echo), "stop-echo" (stops the echo actor),
+// "authfailure" (prints "authfailure ISAUTH ERR" from Remote.AuthFailure),
+// "stats" (prints "stats RSS_BYTES FDS HEAP_BYTES"), "close" (prints
+// "closed" or "closed: ERR"). At "close" or EOF it closes the runtime and
+// checks that no goroutine is left.
 func peerMain(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
 	out := &lineWriter{}
@@ -307,8 +324,9 @@ func peerMain(t *testing.T) {
 	enc := zap.NewDevelopmentEncoderConfig()
 	enc.TimeKey, enc.CallerKey = "", ""
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(out), zapcore.WarnLevel))
+	pt, _ := time.ParseDuration(os.Getenv(peerTimeoutEnv))
 	rt, err := actors.NewRuntime(actors.WithLogger(log), actors.WithName(fmt.Sprintf("rank%d", rank)),
-		actors.WithRemote(actors.RemoteConfig{Addr: "127.0.0.1:0", Secret: key}))
+		actors.WithRemote(actors.RemoteConfig{Addr: "127.0.0.1:0", Secret: key, PeerTimeout: pt}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,6 +349,17 @@ func peerMain(t *testing.T) {
 	}), "probe"); err != nil {
 		t.Fatal(err)
 	}
+	watcher, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *actor.Terminated:
+			out.println("actor-terminated", m.Who.Address+"/"+m.Who.Id, m.Why)
+		case *actor.PID:
+			c.Watch(m)
+		}
+	}), "watcher")
+	if err != nil {
+		t.Fatal(err)
+	}
 	out.println("addr", rt.Remote().Address())
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -346,6 +375,17 @@ func peerMain(t *testing.T) {
 			rt.Remote().OnEndpointTerminated(func(addr string) { out.println("terminated", addr) })
 		case "watch-cancelled":
 			rt.Remote().OnEndpointTerminated(func(string) { out.println("cancelled-fired") })()
+		case "watch-actor":
+			sys.Root.Send(watcher, actor.NewPID(f[1], "echo"))
+		case "stop-echo":
+			if err := sys.Root.StopFuture(sys.NewLocalPID("echo")).Wait(); err != nil {
+				t.Fatal(err)
+			}
+		case "authfailure":
+			err := rt.Remote().AuthFailure()
+			out.println("authfailure", errors.Is(err, actors.ErrAuth), err)
+		case "stats":
+			out.println("stats", processStats())
 		case "close":
 			out.println("ok", sc.Text())
 			closeAndCheck(t, rt, out, leaks)
@@ -426,4 +466,23 @@ func startErrors(t *testing.T) {
 		t.Errorf("StartRemote on a closed runtime: %v", err)
 	}
 	verifyNone(t, leaks)
+}
+
+// processStats is "RSS_BYTES FDS HEAP_BYTES" of this process.
+func processStats() string {
+	rss := int64(-1)
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			if pages, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				rss = pages * int64(os.Getpagesize())
+			}
+		}
+	}
+	fds := -1
+	if es, err := os.ReadDir("/proc/self/fd"); err == nil {
+		fds = len(es)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return fmt.Sprintf("%d %d %d", rss, fds, ms.HeapInuse)
 }

@@ -1,0 +1,257 @@
+package actors
+
+import (
+	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/choreo-gpu/choreo/internal/gate"
+)
+
+// authType names the control handshake in gRPC's AuthInfo and ProtocolInfo.
+const authType = "choreo-control"
+
+// peerInfo is a control connection's gRPC AuthInfo. On the server side
+// Addr is the client's advertised control address, proven by its
+// handshake (the only address its messages may speak for); on the client
+// side it is the address dialled.
+type peerInfo struct {
+	credentials.CommonAuthInfo
+	Addr string
+}
+
+// AuthType implements credentials.AuthInfo.
+func (peerInfo) AuthType() string { return authType }
+
+// controlCreds is the control plane's gRPC TransportCredentials: every
+// connection, in both directions, runs the mutual challenge-response of
+// remote_handshake.go on the raw TCP connection before HTTP/2 starts, and
+// then carries AES-256-GCM records (recordConn). It is safe for concurrent
+// use; Clone shares its gate and its record of failures.
+//
+// Server side: the handshake holds one of the gate's slots and is bounded
+// by timeout; it reads into one fixed buffer, allocates nothing more for
+// a stranger, and logs a wrong proof at Warn ("authentication failed"), a
+// connection closed before its first byte (a reachability probe), a
+// silent one or one cut by the gate at Debug.
+//
+// Client side: the handshake is bounded by dialWait (the peer timeout: a
+// paused peer is not refused sooner) and by grpc's context; a refusal, a
+// wrong server proof or a server that does not speak the handshake is an
+// error wrapping ErrAuth, and the first such error is kept (authFailure).
+type controlCreds struct {
+	secret      []byte
+	addr        string        // this runtime's advertised address, claimed as a client
+	timeout     time.Duration // a server handshake's bound
+	dialWait    time.Duration // a client handshake's bound
+	peerTimeout time.Duration // the record layer's silence bound
+	gate        *gate.Gate
+	log         *zap.Logger
+	failures    *authFailures
+}
+
+// authFailures keeps the first ErrAuth a runtime's dials met.
+type authFailures struct {
+	mu    sync.Mutex
+	first error
+}
+
+func (a *authFailures) note(err error) {
+	a.mu.Lock()
+	if a.first == nil {
+		a.first = err
+	}
+	a.mu.Unlock()
+}
+
+func (a *authFailures) get() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.first
+}
+
+// newControlCreds makes the credentials of a runtime advertising addr.
+func newControlCreds(secret []byte, addr string, timeout, peerTimeout time.Duration, log *zap.Logger) *controlCreds {
+	return &controlCreds{
+		secret: secret, addr: addr, timeout: timeout, dialWait: max(timeout, peerTimeout), peerTimeout: peerTimeout,
+		gate: gate.New(gate.DefaultSlots, gate.DefaultMinAge), log: log, failures: &authFailures{},
+	}
+}
+
+// Info implements credentials.TransportCredentials.
+func (c *controlCreds) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: authType, SecurityVersion: "2"}
+}
+
+// Clone implements credentials.TransportCredentials.
+func (c *controlCreds) Clone() credentials.TransportCredentials {
+	cp := *c
+	return &cp
+}
+
+// OverrideServerName implements credentials.TransportCredentials; the
+// handshake has no server name.
+func (c *controlCreds) OverrideServerName(string) error { return nil }
+
+// ServerHandshake authenticates a connection a stranger may have opened.
+func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	from := raw.RemoteAddr().String()
+	pass, err := c.gate.Admit(raw)
+	if err != nil {
+		c.log.Debug("remote: handshake slots full: refused a connection", zap.String("peer", from))
+		return nil, nil, fmt.Errorf("actors: remote: handshake from %s: %w", from, err)
+	}
+	defer pass.Done()
+	_ = raw.SetDeadline(time.Now().Add(c.timeout)) // gRPC clears it once HTTP/2 has started
+	var t hsTranscript
+	if err := nonce(&t.server); err != nil {
+		return nil, nil, err
+	}
+	var hello [hsServerHello]byte
+	hello[0] = hsVersion
+	copy(hello[1:], t.server[:])
+	if _, err := raw.Write(hello[:]); err != nil {
+		return c.serverFailed(from, pass, 0, err)
+	}
+	var buf [hsClientMax]byte
+	proof, n, err := parseClientHello(raw, &buf, &t)
+	if err != nil {
+		return c.serverFailed(from, pass, n, err)
+	}
+	if !hmac.Equal(proof, t.proof(c.secret, clientLabel)) {
+		_, _ = raw.Write([]byte{hsRefuse})
+		c.log.Warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr))
+		return nil, nil, fmt.Errorf("actors: remote: handshake from %s claiming %q: %w", from, t.addr, ErrAuth)
+	}
+	var answer [hsAnswer]byte
+	answer[0] = hsAccept
+	copy(answer[1:], t.proof(c.secret, serverLabel))
+	if _, err := raw.Write(answer[:]); err != nil {
+		return c.serverFailed(from, pass, n, err)
+	}
+	rc, err := c.records(raw, &t, false, t.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rc, peerInfo{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}, Addr: t.addr}, nil
+}
+
+// serverFailed logs a server handshake that broke off after n bytes read
+// and returns its error (io.EOF, which gRPC does not log, for a connection
+// closed before its first byte).
+func (c *controlCreds) serverFailed(from string, pass *gate.Pass, n int, err error) (net.Conn, credentials.AuthInfo, error) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errHandshake):
+		c.log.Warn("remote: refused a connection: not a choreo control handshake", zap.String("peer", from), zap.Error(err))
+	case pass.Cut():
+		c.log.Debug("remote: handshake cut to make room", zap.String("peer", from), zap.Int("read", n))
+	case n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
+		c.log.Debug("remote: connection closed before its handshake", zap.String("peer", from))
+		return nil, nil, io.EOF
+	case errors.As(err, &ne) && ne.Timeout():
+		c.log.Debug("remote: handshake timed out", zap.String("peer", from), zap.Int("read", n), zap.Duration("bound", c.timeout))
+	default:
+		c.log.Debug("remote: handshake broke off", zap.String("peer", from), zap.Int("read", n), zap.Error(err))
+	}
+	return nil, nil, fmt.Errorf("actors: remote: handshake from %s: %w", from, err)
+}
+
+// ClientHandshake authenticates a connection this runtime dialled to
+// authority (the peer's control address).
+func (c *controlCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (_ net.Conn, _ credentials.AuthInfo, err error) {
+	if authority == "" {
+		authority = raw.RemoteAddr().String()
+	}
+	defer func() {
+		if err != nil {
+			_ = raw.Close()
+			if errors.Is(err, ErrAuth) {
+				c.failures.note(err)
+				c.log.Warn("remote: authentication failed", zap.String("peer", authority), zap.Error(err))
+			}
+		}
+	}()
+	deadline := time.Now().Add(c.dialWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = raw.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	fail := func(what string, err error) error {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("actors: remote: handshake with %s: %s: %w", authority, what, err)
+	}
+	var hello [hsServerHello]byte
+	if _, err := io.ReadFull(raw, hello[:]); err != nil {
+		return nil, nil, fail("reading its hello", err)
+	}
+	if hello[0] != hsVersion {
+		return nil, nil, fail("not a choreo control server", fmt.Errorf("version byte %#x, want %#x: %w", hello[0], hsVersion, ErrAuth))
+	}
+	t := hsTranscript{addr: c.addr}
+	copy(t.server[:], hello[1:])
+	if err := nonce(&t.client); err != nil {
+		return nil, nil, err
+	}
+	if _, err := raw.Write(t.clientHello(c.secret)); err != nil {
+		return nil, nil, fail("sending this runtime's proof", err)
+	}
+	var answer [hsAnswer]byte
+	if _, err := io.ReadFull(raw, answer[:1]); err != nil {
+		return nil, nil, fail("reading its answer", err)
+	}
+	if answer[0] != hsAccept {
+		return nil, nil, fail("it refused this runtime's proof of the group secret", ErrAuth)
+	}
+	if _, err := io.ReadFull(raw, answer[1:]); err != nil {
+		return nil, nil, fail("reading its proof", err)
+	}
+	if !hmac.Equal(answer[1:], t.proof(c.secret, serverLabel)) {
+		return nil, nil, fail("its proof of the group secret is wrong", ErrAuth)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	rc, err := c.records(raw, &t, true, authority)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rc, peerInfo{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}, Addr: authority}, nil
+}
+
+// records derives the connection's two keys and starts its record layer.
+func (c *controlCreds) records(raw net.Conn, t *hsTranscript, client bool, peer string) (*recordConn, error) {
+	c2s, err := hkdf.Key(sha256.New, c.secret, t.salt(), c2sLabel, recordKey)
+	if err != nil {
+		return nil, fmt.Errorf("actors: remote: record keys: %w", err)
+	}
+	s2c, err := hkdf.Key(sha256.New, c.secret, t.salt(), s2cLabel, recordKey)
+	if err != nil {
+		return nil, fmt.Errorf("actors: remote: record keys: %w", err)
+	}
+	send, recv := s2c, c2s
+	if client {
+		send, recv = c2s, s2c
+	}
+	rc, err := newRecordConn(raw, send, recv, c.peerTimeout, c.log.With(zap.String("peer", peer)))
+	if err != nil {
+		return nil, fmt.Errorf("actors: remote: record layer: %w", err)
+	}
+	return rc, nil
+}
+
+// authFailure is the first ErrAuth this runtime's dials met, nil if none.
+func (c *controlCreds) authFailure() error { return c.failures.get() }
