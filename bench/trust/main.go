@@ -109,6 +109,9 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 			log.Errorw("build", "err", err)
 			return 2
 		}
+	} else if st, err := os.Stat(h.demo); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		log.Errorw("-demo is not an executable", "path", h.demo, "err", err)
+		return 2
 	}
 	log.Infow("trust", "seed", seed, "experiments", cfg.only, "failed tries' output", h.logs)
 	t0 := time.Now()
