@@ -68,7 +68,7 @@ type serverResult struct {
 }
 
 // listen serves one handshake per accepted connection with srv.
-func listen(t *testing.T, srv side) (string, chan serverResult) {
+func listen(t testing.TB, srv side) (string, chan serverResult) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -102,7 +102,7 @@ func listen(t *testing.T, srv side) (string, chan serverResult) {
 }
 
 // dialHandshake dials addr and runs cli's client handshake.
-func dialHandshake(t *testing.T, cli side, addr string) (net.Conn, credentials.AuthInfo, error) {
+func dialHandshake(t testing.TB, cli side, addr string) (net.Conn, credentials.AuthInfo, error) {
 	t.Helper()
 	raw, err := net.DialTimeout("tcp", addr, testBound)
 	if err != nil {
@@ -113,7 +113,7 @@ func dialHandshake(t *testing.T, cli side, addr string) (net.Conn, credentials.A
 	return cli.c.ClientHandshake(ctx, addr, raw)
 }
 
-func serverDone(t *testing.T, res chan serverResult) serverResult {
+func serverDone(t testing.TB, res chan serverResult) serverResult {
 	t.Helper()
 	select {
 	case r := <-res:
@@ -362,7 +362,7 @@ func TestServerHandshakeStrangers(t *testing.T) {
 }
 
 // pair is an authenticated connection pair over loopback.
-func pair(t *testing.T, peerTimeout time.Duration) (cli, srv net.Conn) {
+func pair(t testing.TB, peerTimeout time.Duration) (cli, srv net.Conn) {
 	t.Helper()
 	s, c := newSide(groupSecret, "server:1", peerTimeout), newSide(groupSecret, "127.0.0.1:4242", peerTimeout)
 	addr, res := listen(t, s)

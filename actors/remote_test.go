@@ -313,7 +313,7 @@ func (w *lineWriter) println(a ...any) { _, _ = fmt.Fprintln(w, a...) }
 // once; prints "cancelled-fired" if it ever runs), "watch-actor ADDR"
 // (watcher watches ADDR's echo), "stop-echo" (stops the echo actor),
 // "authfailure" (prints "authfailure ISAUTH ERR" from Remote.AuthFailure),
-// "stats" (prints "stats RSS_BYTES FDS HEAP_BYTES"), "close" (prints
+// "stats" (prints "stats " and processStats), "close" (prints
 // "closed" or "closed: ERR"). At "close" or EOF it closes the runtime and
 // checks that no goroutine is left.
 func peerMain(t *testing.T) {
@@ -468,13 +468,22 @@ func startErrors(t *testing.T) {
 	verifyNone(t, leaks)
 }
 
-// processStats is "RSS_BYTES FDS HEAP_BYTES" of this process.
+// processStats is "RSS_BYTES PEAK_RSS_BYTES FDS HEAP_BYTES STACK_BYTES" of
+// this process.
 func processStats() string {
-	rss := int64(-1)
-	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 1 {
-			if pages, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-				rss = pages * int64(os.Getpagesize())
+	rss, peak := int64(-1), int64(-1)
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 2 {
+				continue
+			}
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "VmRSS:":
+				rss = kb << 10
+			case "VmHWM:":
+				peak = kb << 10
 			}
 		}
 	}
@@ -484,5 +493,5 @@ func processStats() string {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return fmt.Sprintf("%d %d %d", rss, fds, ms.HeapInuse)
+	return fmt.Sprintf("%d %d %d %d %d", rss, peak, fds, ms.HeapInuse, ms.StackInuse)
 }
