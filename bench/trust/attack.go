@@ -88,7 +88,7 @@ func (h *harness) attackTry(a attackRun, iters int) ([]string, bool) {
 	defer c.kill()
 	if _, bad, ok := c.awaitAll(joinBound, func(s string) bool { return s == "SOAK 0" }); !ok {
 		p := h.saveLog(tag+".log", c.transcript())
-		return []string{a.name, "-", fmt.Sprintf("cluster did not form: rank %d: %s (%s)", bad, c.ranks[bad].failureLine(), p)}, false
+		return []string{a.name, "-", fmt.Sprintf("%s (%s)", c.notReached(bad, "forming", joinBound), p)}, false
 	}
 	time.Sleep(2 * time.Second)
 	pid := c.ranks[cfg.attackRank].pid()

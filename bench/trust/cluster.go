@@ -119,6 +119,16 @@ func (c *cluster) awaitAll(d time.Duration, match func(string) bool) ([]line, in
 	return got, -1, true
 }
 
+// notReached says why rank r did not get to what (awaited for d): it
+// exited, with its status and error line, or it was still going.
+func (c *cluster) notReached(r int, what string, d time.Duration) string {
+	p := c.ranks[r]
+	if ended, code, _ := p.exited(); ended {
+		return fmt.Sprintf("rank %d exit %d before %s: %s", r, code, what, p.failureLine())
+	}
+	return fmt.Sprintf("rank %d: not at %s within %v: %s", r, what, d, p.lastLine(200))
+}
+
 // transcript is every rank's output, times since the cluster started.
 func (c *cluster) transcript() string {
 	var b strings.Builder

@@ -9,8 +9,12 @@ import (
 	"time"
 )
 
-// experiments are the harness's experiments, in the order they run.
+// experiments are the harness's experiments, in the order they run;
+// "flood" is its two parts, which -only may also name alone.
 var experiments = []string{"pause", "longpause", "kill", "matrix", "flood"}
+
+// floodParts are the parts of the flood experiment.
+var floodParts = []string{"formation", "attacks"}
 
 // config is the harness's command line.
 type config struct {
@@ -57,7 +61,8 @@ type config struct {
 func parseConfig(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("trust", flag.ContinueOnError)
-	only := fs.String("only", strings.Join(experiments, ","), "experiments to run, comma-separated: "+strings.Join(experiments, ", "))
+	only := fs.String("only", strings.Join(experiments, ","), "experiments to run, comma-separated: "+strings.Join(experiments, ", ")+
+		" (or the flood's parts alone: "+strings.Join(floodParts, ", ")+")")
 	ranks := fs.String("ranks", "3,4", "rank counts of the pause, long-pause and kill experiments")
 	transports := fs.String("transports", "tcp,shm", "data planes (CHOREO_TRANSPORT) of the pause, long-pause and kill experiments; the first is the flood attacks'")
 	fs.StringVar(&c.demo, "demo", "", "a demo executable to use instead of building ./cmd/demo")
@@ -96,7 +101,7 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("trust: unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if c.only, err = names(*only, experiments); err != nil {
+	if c.only, err = names(*only, append(slices.Clone(experiments), floodParts...)); err != nil {
 		return nil, err
 	}
 	if c.transports, err = names(*transports, []string{"tcp", "shm", "auto"}); err != nil {
@@ -128,8 +133,16 @@ func parseConfig(args []string) (*config, error) {
 	return c, nil
 }
 
-// wants reports whether experiment name is to run.
-func (c *config) wants(name string) bool { return slices.Contains(c.only, name) }
+// wants reports whether experiment (or flood part) name is to run.
+func (c *config) wants(name string) bool {
+	if slices.Contains(floodParts, name) && slices.Contains(c.only, "flood") {
+		return true
+	}
+	if name == "flood" {
+		return slices.ContainsFunc(floodParts, c.wants)
+	}
+	return slices.Contains(c.only, name)
+}
 
 // names splits s and checks each name against known.
 func names(s string, known []string) ([]string, error) {

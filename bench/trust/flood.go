@@ -19,9 +19,14 @@ const shmPrefix = "@choreo-shm/"
 // floodExperiment runs the formation part (a 4-rank cluster forming, with
 // and without silent connections on every listener of every rank) and the
 // attacks on a running cluster (attack.go).
+// Either part runs alone when -only names it; the attacks' soak is then
+// sized from a default time per all-reduce.
 func (h *harness) floodExperiment() bool {
-	ok, perIter := h.formation()
-	if !h.attacks(perIter) {
+	ok, perIter := true, time.Duration(0)
+	if h.cfg.wants("formation") {
+		ok, perIter = h.formation()
+	}
+	if h.cfg.wants("attacks") && !h.attacks(perIter) {
 		ok = false
 	}
 	return ok
@@ -32,7 +37,9 @@ func (h *harness) floodExperiment() bool {
 // redialled as they are closed, on every rank's control port (from the
 // hostfile, from the start) and on every other listening socket the rank
 // opens (its data listener, its shared-memory socket: found in /proc as
-// they appear, the latter by its name, which carries the run's). Formation time: from the start of the processes to every
+// they appear, every 10 ms: a new TCP listener is flooded when a rank's
+// descriptors hold it, the shared-memory socket is known by its name,
+// which carries the run's). Formation time: from the start of the processes to every
 // rank's first all-reduce done ("SOAK 0"). It returns whether every run
 // formed and completed, and the unflooded runs' median time per 1 MiB
 // all-reduce (for sizing the attack runs; 0 when none was measured).
@@ -124,24 +131,37 @@ func (h *harness) formationTry(tr string, flooded bool, tag string) (r formation
 	var f *flooder
 	if flooded {
 		f = newFlooder(h.cfg.floodConns)
-		for _, a := range c.hosts {
-			f.add(target{"tcp", a})
-		}
 		scanDone := make(chan struct{})
 		scanStop := make(chan struct{})
 		go func() { // the listeners the ranks open during Join
 			defer close(scanDone)
 			tick := time.NewTicker(10 * time.Millisecond)
 			defer tick.Stop()
-			for i := 0; ; i++ {
-				// The shared-memory sockets, named after the run, every 10 ms
-				// (they live only while the data plane connects); every
-				// listener the ranks hold, from their descriptors, every 50 ms.
+			seen := make(map[string]bool) // TCP listeners' inodes looked at
+			for _, a := range c.hosts {
+				f.add(target{"tcp", a})
+			}
+			for {
+				// Every 10 ms (the data plane's listeners live only while it
+				// connects): the shared-memory sockets, named after the run,
+				// and any new TCP listener, flooded when a rank holds it.
 				ts, _ := unixNamed(shmPrefix + c.run + "-")
-				if i%5 == 0 {
+				socks, _ := tcpListening()
+				var fresh []listening
+				for _, s := range socks {
+					if !seen[s.inode] {
+						seen[s.inode] = true
+						fresh = append(fresh, s)
+					}
+				}
+				if len(fresh) > 0 {
 					for _, p := range c.ranks {
-						more, _ := listeners(p.pid()) // a rank that has exited has none
-						ts = append(ts, more...)
+						inodes, _ := socketInodes(p.pid()) // a rank that has exited has none
+						for _, s := range fresh {
+							if inodes[s.inode] {
+								ts = append(ts, s.target)
+							}
+						}
 					}
 				}
 				for _, t := range ts {
@@ -164,7 +184,7 @@ func (h *harness) formationTry(tr string, flooded bool, tag string) (r formation
 	}
 	firsts, bad, ok := c.awaitAll(joinBound, func(s string) bool { return s == "SOAK 0" })
 	if !ok {
-		r.o.reason = fmt.Sprintf("rank %d did not form within %v: %s", bad, joinBound, c.ranks[bad].failureLine())
+		r.o.reason = c.notReached(bad, "forming", joinBound)
 		return r
 	}
 	for _, l := range firsts {

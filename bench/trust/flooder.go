@@ -11,7 +11,8 @@ import (
 // flooder holds a number of silent connections on each target it is
 // given: each connection is dialled, reads (and ignores) whatever the far
 // end sends, never writes, and is redialled as soon as the far end closes
-// it, until stop. Safe for concurrent use.
+// it, until stop; a dial that fails is retried after a backoff (10 ms,
+// doubling to 500 ms). Safe for concurrent use.
 type flooder struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -30,7 +31,9 @@ func newFlooder(per int) *flooder {
 	return &flooder{ctx: ctx, cancel: cancel, per: per, targets: make(map[target]bool)}
 }
 
-// add floods t unless it is flooded already.
+// add floods t unless it is flooded already: one probe dials it every
+// 10 ms until it accepts (a control port is known before its rank
+// listens), then per connections are held on it.
 func (f *flooder) add(t target) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -38,10 +41,24 @@ func (f *flooder) add(t target) {
 		return
 	}
 	f.targets[t] = true
-	for range f.per {
-		f.wg.Add(1)
-		go f.hold(t)
-	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		d := net.Dialer{Timeout: 2 * time.Second}
+		for f.ctx.Err() == nil {
+			c, err := d.DialContext(f.ctx, t.network, t.addr)
+			if err == nil {
+				rst(c)
+				_ = c.Close()
+				break
+			}
+			sleepCtx(f.ctx, 10*time.Millisecond)
+		}
+		for range f.per {
+			f.wg.Add(1)
+			go f.hold(t)
+		}
+	}()
 }
 
 // flooded is the targets so far.
@@ -60,13 +77,18 @@ func (f *flooder) hold(t target) {
 	defer f.wg.Done()
 	buf := make([]byte, 256)
 	d := net.Dialer{Timeout: 2 * time.Second}
+	backoff := 10 * time.Millisecond
 	for f.ctx.Err() == nil {
 		c, err := d.DialContext(f.ctx, t.network, t.addr)
 		if err != nil {
+			// Closed (the group formed), or out of local ports: try again,
+			// less often each time, so that a closed listener costs little.
 			f.refused.Add(1)
-			sleepCtx(f.ctx, 20*time.Millisecond) // not listening yet, or out of ports: try again soon
+			sleepCtx(f.ctx, backoff)
+			backoff = min(2*backoff, 500*time.Millisecond)
 			continue
 		}
+		backoff = 10 * time.Millisecond
 		f.dials.Add(1)
 		rst(c)
 		stop := context.AfterFunc(f.ctx, func() { _ = c.Close() })

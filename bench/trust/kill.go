@@ -65,7 +65,7 @@ func (h *harness) killTry(n int, tr, tag string) (o tryOutcome, detect, exits du
 		}
 	}()
 	if _, r, ok := c.awaitAll(joinBound, func(s string) bool { return s == "SOAK 1" }); !ok {
-		return tryOutcome{reason: fmt.Sprintf("rank %d did not reach its second all-reduce: %s", r, c.ranks[r].failureLine())}, nil, nil
+		return tryOutcome{reason: c.notReached(r, "its second all-reduce", joinBound)}, nil, nil
 	}
 	time.Sleep(time.Duration(h.intn(200)) * time.Millisecond)
 	victim := h.intn(n)

@@ -26,13 +26,15 @@ func listeners(pid int) ([]target, error) {
 	if err != nil {
 		return nil, err
 	}
+	socks, err := tcpListening()
+	if err != nil {
+		return nil, err
+	}
 	var out []target
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		ts, err := tcpListeners(f, inodes)
-		if err != nil {
-			return nil, err
+	for _, s := range socks {
+		if inodes[s.inode] {
+			out = append(out, s.target)
 		}
-		out = append(out, ts...)
 	}
 	us, err := unixListeners(inodes)
 	if err != nil {
@@ -61,9 +63,29 @@ func socketInodes(pid int) (map[string]bool, error) {
 	return inodes, nil
 }
 
-// tcpListeners parses a /proc/net/tcp-style file for listening sockets
-// (state 0A) among inodes.
-func tcpListeners(file string, inodes map[string]bool) ([]target, error) {
+// listening is a listening TCP socket of this network namespace and its
+// inode, whoever holds it.
+type listening struct {
+	target
+	inode string
+}
+
+// tcpListening is every listening TCP socket in /proc/net/tcp and tcp6.
+func tcpListening() ([]listening, error) {
+	var out []listening
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		ls, err := tcpListeningIn(file)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ls...)
+	}
+	return out, nil
+}
+
+// tcpListeningIn parses a /proc/net/tcp-style file for listening sockets
+// (state 0A).
+func tcpListeningIn(file string) ([]listening, error) {
 	f, err := os.Open(file)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -72,19 +94,19 @@ func tcpListeners(file string, inodes map[string]bool) ([]target, error) {
 		return nil, fmt.Errorf("trust: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	var out []target
+	var out []listening
 	sc := bufio.NewScanner(f)
 	sc.Scan() // the header
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		if len(fs) < 10 || fs[3] != "0A" || !inodes[fs[9]] {
+		if len(fs) < 10 || fs[3] != "0A" {
 			continue
 		}
 		addr, err := procAddr(fs[1])
 		if err != nil {
 			return nil, fmt.Errorf("trust: %s: %w", file, err)
 		}
-		out = append(out, target{"tcp", addr})
+		out = append(out, listening{target{"tcp", addr}, fs[9]})
 	}
 	return out, sc.Err()
 }

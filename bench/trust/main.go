@@ -134,7 +134,7 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 	for _, s := range h.summary {
 		fmt.Fprintf(h.out, "- %s\n", s)
 	}
-	if failed {
+	if _, err := os.Stat(h.logs); err == nil {
 		fmt.Fprintf(h.out, "\nFailed tries' output: %s\n", h.logs)
 	}
 	h.outMu.Unlock()
