@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -23,11 +24,27 @@ type (
 	// askMissing asks rank 0's actor which ranks never said hello; the
 	// answer goes to reply (buffered).
 	askMissing struct{ reply chan<- []int }
+	// endpointGone: the runtime's control connection to addr ended (or a
+	// connect to it failed).
+	endpointGone struct{ addr string }
+	// coordinatorGone: goneGrace after rank 0's connection ended before
+	// the roster.
+	coordinatorGone struct{ addr string }
+	// peerRefused: a probe found no process at the rank's control address.
+	peerRefused struct {
+		rank  int
+		cause error
+	}
+	// giveUp: rank 0's rendezvous failed; the ranks that came are told.
+	giveUp struct {
+		reason  string
+		timeout bool
+	}
 )
 
 // nodeActor owns a Node's state: on rank 0 the rendezvous (gather, the
-// roster once made), on every rank the peers it watches and why those that
-// left said they did.
+// roster once made), on every rank the roster once known, the peers it
+// watches, those lost and why those that left said they did.
 type nodeActor struct {
 	n   *Node
 	log *zap.Logger
@@ -35,10 +52,11 @@ type nodeActor struct {
 	gather *gather      // rank 0 only
 	done   *wire.Roster // rank 0: the roster, once every rank said hello
 	ended  bool         // the rendezvous's result was delivered
+	formed Roster       // the roster, once it arrived (Members nil before)
 
 	watched map[string]int // a peer Node's PID (Address/Id) -> its rank
 	left    map[int]string // a peer's Leave reason
-	lost    map[int]bool
+	lost    map[int]error  // peers lost since the roster, and why
 	onLost  func(rank int, cause error)
 }
 
@@ -54,15 +72,24 @@ func (a *nodeActor) Receive(c actor.Context) {
 		if c.Sender() != nil {
 			c.Respond(&wire.Pong{Nonce: m.GetNonce(), Rank: uint32(a.n.spec.Rank)})
 		}
-	case *wire.Leave:
-		if a.left == nil {
-			a.left = map[int]string{}
+	case *wire.Lost:
+		a.relayed(c, m)
+	case endpointGone:
+		a.endpointGone(c, m.addr)
+	case coordinatorGone:
+		a.coordinatorGone(m.addr)
+	case giveUp:
+		a.giveUp(c, m)
+	case peerRefused:
+		if a.formed.Members != nil {
+			a.lose(c, m.rank, m.cause)
 		}
-		a.left[int(m.GetRank())] = m.GetReason()
+	case *wire.Leave:
+		a.leave(c, m)
 	case watchPeers:
 		a.watch(c, m)
 	case *actor.Terminated:
-		a.terminated(m)
+		a.terminated(c, m)
 	case leave:
 		for key := range a.watched {
 			c.Send(pidOf(key), &wire.Leave{Rank: uint32(a.n.spec.Rank), Reason: m.reason})
@@ -86,10 +113,20 @@ func (a *nodeActor) hello(c actor.Context, h *wire.Hello) {
 		c.Send(from, &wire.Refused{Rank: h.GetRank(), Reason: fmt.Sprintf("rank %d does not host the rendezvous", a.n.spec.Rank)})
 		return
 	}
-	if err := a.gather.add(h); err != nil {
-		a.log.Warn("hello refused", zap.Uint32("rank", h.GetRank()), zap.String("from", h.GetControlAddr()), zap.Error(err))
+	seen := a.gather.has(h)
+	replaced, err := a.gather.add(h)
+	if err != nil {
+		a.log.Warn("hello refused", zap.Uint32("peer_rank", h.GetRank()), zap.String("from", h.GetControlAddr()), zap.Error(err))
 		c.Send(from, &wire.Refused{Rank: h.GetRank(), Reason: err.Error()})
 		return
+	}
+	switch {
+	case replaced:
+		a.log.Warn("rendezvous: a new process took a rank from its address", zap.Uint32("peer_rank", h.GetRank()),
+			zap.String("from", h.GetControlAddr()), zap.Int32("pid", h.GetPid()))
+	case !seen && a.done == nil:
+		a.log.Info("rendezvous: hello", zap.Uint32("peer_rank", h.GetRank()), zap.String("from", h.GetControlAddr()),
+			zap.Int32("pid", h.GetPid()), zap.Ints("missing", a.gather.missing()))
 	}
 	switch {
 	case a.done != nil: // a repeated hello after the roster went out
@@ -101,6 +138,7 @@ func (a *nodeActor) hello(c actor.Context, h *wire.Hello) {
 		for _, addr := range a.gather.controls() {
 			c.Send(actor.NewPID(addr, Name), a.done)
 		}
+		a.log.Info("rendezvous: roster sent", zap.Uint64("group", a.done.GetGroup()), zap.Int("size", a.gather.size))
 		a.roster(a.done)
 	case h.GetRank() != 0:
 		c.Send(from, a.gather.roster(0))
@@ -119,6 +157,8 @@ func (a *nodeActor) roster(w *wire.Roster) {
 	}
 	if err != nil {
 		err = fmt.Errorf("bad roster from rank 0: %s: %w", err, errs.ErrMismatch)
+	} else if !a.ended {
+		a.formed = r
 	}
 	a.finish(result{roster: r, err: err})
 }
@@ -132,11 +172,11 @@ func (a *nodeActor) finish(r result) {
 	a.n.final <- r
 }
 
-// watch starts watching every other rank's Node.
+// watch starts watching every other rank's Node, and reports the peers
+// lost since the roster.
 func (a *nodeActor) watch(c actor.Context, m watchPeers) {
 	a.onLost = m.onLost
 	a.watched = map[string]int{}
-	a.lost = map[int]bool{}
 	for _, p := range m.roster.Members {
 		if p.Rank == a.n.spec.Rank {
 			continue
@@ -145,20 +185,119 @@ func (a *nodeActor) watch(c actor.Context, m watchPeers) {
 		a.watched[keyOf(pid)] = p.Rank
 		c.Watch(pid)
 	}
+	if a.onLost != nil {
+		for rank, cause := range a.lost {
+			a.onLost(rank, cause)
+		}
+	}
 }
 
-// terminated reports a watched peer lost, once.
-func (a *nodeActor) terminated(m *actor.Terminated) {
-	rank, ok := a.watched[keyOf(m.GetWho())]
-	if !ok || a.lost[rank] {
+// terminated reports a watched peer's Node gone.
+func (a *nodeActor) terminated(c actor.Context, m *actor.Terminated) {
+	if rank, ok := a.watched[keyOf(m.GetWho())]; ok {
+		a.lose(c, rank, fmt.Errorf("control plane: rank %d's node at %s is gone (%s)", rank, m.GetWho().GetAddress(), m.GetWhy()))
+	}
+}
+
+// endpointGone handles the end of the runtime's control connection to
+// addr. Before the roster: rank 0 drops the hello from there (a
+// replacement may take the rank); another rank fails its rendezvous when
+// it is rank 0's and rank 0 had answered (before that, a failed connect
+// is retried by the next hello), with the authentication failure if its
+// dial met one. After the roster: the member at addr is lost.
+func (a *nodeActor) endpointGone(c actor.Context, addr string) {
+	switch {
+	case a.formed.Members != nil:
+		if rank := a.formed.rankAt(addr); rank >= 0 && rank != a.n.spec.Rank {
+			a.lose(c, rank, fmt.Errorf("control plane: rank %d's node at %s is gone (its connection ended)", rank, addr))
+		}
+	case a.gather != nil:
+		if rank, ok := a.gather.drop(addr); ok {
+			a.log.Warn("rendezvous: dropped a rank whose control connection ended; a new process may take its rank",
+				zap.Int("peer_rank", rank), zap.String("address", addr), zap.Ints("missing", a.gather.missing()))
+		}
+	case addr == a.n.spec.Coordinator && a.n.progress.Load() != nil && !a.ended:
+		self, root := c.Self(), a.n.rt.ActorSystem().Root
+		time.AfterFunc(goneGrace, func() { root.Send(self, coordinatorGone{addr: addr}) })
+	}
+}
+
+// coordinatorGone fails the rendezvous, rank 0 gone, unless it ended
+// meanwhile (the roster, or rank 0's word that it gave up, came first).
+func (a *nodeActor) coordinatorGone(addr string) {
+	if a.ended {
 		return
 	}
-	a.lost[rank] = true
-	cause := fmt.Errorf("control plane: rank %d's node at %s is gone (%s)", rank, m.GetWho().GetAddress(), m.GetWhy())
+	err := a.n.authFailure()
+	if err == nil {
+		err = fmt.Errorf("rank 0's control connection at %s ended before the roster: %w", addr, errs.ErrPeerLost)
+	}
+	a.finish(result{err: err})
+}
+
+// giveUp tells the ranks that said hello that rank 0's rendezvous failed.
+func (a *nodeActor) giveUp(c actor.Context, m giveUp) {
+	a.ended = true
+	if a.gather == nil {
+		return
+	}
+	for _, addr := range a.gather.controls() {
+		c.Request(actor.NewPID(addr, Name), &wire.Leave{Rank: 0, Reason: m.reason, Timeout: m.timeout})
+	}
+}
+
+// leave records a peer's Leave; rank 0's before the roster ends this
+// rank's rendezvous (ErrTimeout when rank 0's deadline passed, else
+// ErrPeerLost).
+func (a *nodeActor) leave(c actor.Context, m *wire.Leave) {
+	if a.left == nil {
+		a.left = map[int]string{}
+	}
+	a.left[int(m.GetRank())] = m.GetReason()
+	s := c.Sender()
+	if m.GetRank() != 0 || a.ended || a.n.spec.Rank == 0 || s == nil || s.GetAddress() != a.n.spec.Coordinator || s.GetId() != Name {
+		return
+	}
+	cause := errs.ErrPeerLost
+	if m.GetTimeout() {
+		cause = errs.ErrTimeout
+	}
+	a.finish(result{err: fmt.Errorf("rank 0 gave up the rendezvous (%s): %w", m.GetReason(), cause)})
+}
+
+// relayed handles rank 0's word that a rank was lost: it counts only from
+// rank 0's Node, once the roster is known.
+func (a *nodeActor) relayed(c actor.Context, m *wire.Lost) {
+	s, rank := c.Sender(), int(m.GetRank())
+	if a.formed.Members == nil || a.n.spec.Rank == 0 || s == nil || s.GetId() != Name ||
+		s.GetAddress() != a.formed.Members[0].Control || rank >= len(a.formed.Members) || rank == a.n.spec.Rank {
+		a.log.Warn("ignored a Lost message", zap.Stringer("sender", s), zap.Uint32("peer_rank", m.GetRank()))
+		return
+	}
+	a.lose(c, rank, fmt.Errorf("control plane: rank 0 reports rank %d lost: %s", rank, m.GetReason()))
+}
+
+// lose records rank lost, once: it reports it (when watching), and rank 0
+// tells the other ranks.
+func (a *nodeActor) lose(c actor.Context, rank int, cause error) {
+	if _, ok := a.lost[rank]; ok {
+		return
+	}
+	if a.lost == nil {
+		a.lost = map[int]error{}
+	}
 	if why, ok := a.left[rank]; ok {
 		cause = fmt.Errorf("%w; it left: %s", cause, why)
 	}
-	a.log.Info("peer lost", zap.Int("rank", rank), zap.Error(cause))
+	a.lost[rank] = cause
+	a.log.Info("peer lost", zap.Int("peer_rank", rank), zap.Error(cause))
+	if a.n.spec.Rank == 0 {
+		for _, p := range a.formed.Members {
+			if p.Rank != 0 && p.Rank != rank {
+				c.Request(actor.NewPID(p.Control, Name), &wire.Lost{Rank: uint32(rank), Reason: cause.Error()})
+			}
+		}
+	}
 	if a.onLost != nil {
 		a.onLost(rank, cause)
 	}

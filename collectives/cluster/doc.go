@@ -10,11 +10,23 @@
 // up can name the missing ones). The Roster carries the group id that
 // every rank's data plane and Group use.
 //
-// After the rendezvous every Node watches every peer's Node: when a peer's
-// endpoint terminates (its process died, its network went away) the
-// watcher learns it from protoactor's remote watch and reports the peer
-// lost, so that the data plane fails what waits on it at once instead of
-// after its heartbeat timeout.
+// The rendezvous fails fast where waiting cannot help: a rank whose dial
+// to rank 0 fails to authenticate (the secrets differ) fails within
+// helloEvery with the control plane's actors.ErrAuth; on rank 0, a rank
+// whose control connection ends before the roster is complete is dropped
+// (its process died), and a new process may take its rank; a rank that
+// rank 0 answered fails with ErrPeerLost when rank 0's connection ends,
+// or with rank 0's own reason (ErrTimeout when its deadline passed) when
+// rank 0 gives up. Each Hello carries the data plane the rank asks for,
+// and the Roster every rank's.
+//
+// From the roster on every Node follows every peer: when a peer's control
+// connection ends (its process died, or it stayed silent past the control
+// plane's peer timeout) or its Node stops, the peer is lost; rank 0 also
+// tells the others (wire.Lost), so that a rank not yet connected to the
+// lost one learns it as soon as rank 0 does. Watch reports each loss once,
+// those seen before it too, so that the data plane fails what waits on
+// the peer at once instead of after its own silence timeout.
 //
 // Messages are the protobuf types of package wire; none is on a
 // collective's hot path (collectives carry their own aborts on the data

@@ -23,8 +23,8 @@ func FuzzControlMessages(f *testing.F) {
 		var hello wire.Hello
 		if proto.Unmarshal(b, &hello) == nil {
 			g := newGather(size, "r")
-			_ = g.add(&hello)
-			_ = g.add(&hello)
+			_, _ = g.add(&hello)
+			_, _ = g.add(&hello)
 			_ = g.roster(0)
 		}
 		var roster wire.Roster

@@ -22,28 +22,60 @@ func newGather(size int, run string) *gather {
 
 // add records h, or returns why h is refused: another version, world size
 // or run, a rank out of range, or a rank already taken by another process.
-// A hello repeated by the same process is accepted again.
-func (g *gather) add(h *wire.Hello) error {
+// A hello repeated by the same process is accepted again, and so is one
+// from another process at the same control address and host: that
+// address cannot be the old process's any more (two processes do not
+// listen on one address), so the new one replaces it (replaced).
+func (g *gather) add(h *wire.Hello) (replaced bool, err error) {
 	r := int(h.GetRank())
 	switch {
 	case h.GetVersion() != Version:
-		return fmt.Errorf("control protocol version %d, rank 0 speaks %d", h.GetVersion(), Version)
+		return false, fmt.Errorf("control protocol version %d, rank 0 speaks %d", h.GetVersion(), Version)
 	case int(h.GetSize()) != g.size:
-		return fmt.Errorf("world size %d, rank 0 has %d", h.GetSize(), g.size)
+		return false, fmt.Errorf("world size %d, rank 0 has %d", h.GetSize(), g.size)
 	case h.GetRun() != g.run:
-		return fmt.Errorf("run %q, rank 0 is in run %q", h.GetRun(), g.run)
+		return false, fmt.Errorf("run %q, rank 0 is in run %q", h.GetRun(), g.run)
 	case r >= g.size:
-		return fmt.Errorf("rank %d out of range for world size %d", r, g.size)
+		return false, fmt.Errorf("rank %d out of range for world size %d", r, g.size)
 	}
 	if old := g.hellos[r]; old != nil {
-		if old.GetControlAddr() != h.GetControlAddr() || old.GetPid() != h.GetPid() || old.GetHost() != h.GetHost() {
-			return fmt.Errorf("rank %d already joined from %s (pid %d on %s)", r, old.GetControlAddr(), old.GetPid(), old.GetHost())
+		switch {
+		case old.GetControlAddr() != h.GetControlAddr() || old.GetHost() != h.GetHost():
+			return false, fmt.Errorf("rank %d already joined from %s (pid %d on %s)", r, old.GetControlAddr(), old.GetPid(), old.GetHost())
+		case old.GetPid() != h.GetPid():
+			g.hellos[r] = h
+			return true, nil
 		}
-		return nil
+		return false, nil
 	}
 	g.hellos[r] = h
 	g.have++
-	return nil
+	return false, nil
+}
+
+// drop forgets the hello of the rank whose control address is addr (its
+// control connection ended: the process died or went silent), so that a
+// replacement may take the rank; rank 0's own is never dropped. It
+// returns the rank dropped, if any.
+func (g *gather) drop(addr string) (rank int, ok bool) {
+	for r, h := range g.hellos {
+		if r != 0 && h != nil && h.GetControlAddr() == addr {
+			g.hellos[r] = nil
+			g.have--
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// has reports whether h's process holds its rank already.
+func (g *gather) has(h *wire.Hello) bool {
+	r := int(h.GetRank())
+	if r >= g.size {
+		return false
+	}
+	old := g.hellos[r]
+	return old != nil && old.GetControlAddr() == h.GetControlAddr() && old.GetPid() == h.GetPid() && old.GetHost() == h.GetHost()
 }
 
 // complete reports whether every rank said hello.
@@ -70,7 +102,7 @@ func (g *gather) roster(group uint64) *wire.Roster {
 	for r, h := range g.hellos {
 		if h != nil {
 			w.Members = append(w.Members, &wire.Member{Rank: uint32(r), ControlAddr: h.GetControlAddr(),
-				DataAddr: h.GetDataAddr(), Host: h.GetHost(), Pid: h.GetPid()})
+				DataAddr: h.GetDataAddr(), Host: h.GetHost(), Pid: h.GetPid(), Transport: h.GetTransport()})
 		}
 	}
 	return w

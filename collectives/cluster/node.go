@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/internal/errs"
@@ -21,6 +22,11 @@ import (
 // Name is the well-known name of a rank's Node on its runtime's remote: a
 // peer reaches rank r's Node at actor.NewPID(r's control address, Name).
 const Name = "choreo-node"
+
+// goneGrace is how long a rank waits, after rank 0's control connection
+// ended before the roster, for a word from rank 0 that explains it (a
+// Leave sent as it gave up) before it reports rank 0 lost.
+const goneGrace = 200 * time.Millisecond
 
 // helloEvery is how often a rank repeats its hello until rank 0 answers
 // with the roster: the first may arrive before rank 0's Node exists.
@@ -37,20 +43,41 @@ type Spec struct {
 	Data string
 	// Backend names this rank's GPU backend, for messages.
 	Backend string
+	// Transport is the data plane this rank asks for ("auto", "tcp",
+	// "shm"); the roster carries every rank's.
+	Transport string
 }
+
+// closeWait bounds how long Close waits for the Node's actor to stop.
+const closeWait = 2 * time.Second
 
 // Node is a rank's control-plane actor, spawned under Name on its
 // runtime's remote: it runs the rendezvous (hosting it on rank 0) and then
 // watches the peers. A Node serves one group; Close stops it, after which
 // the runtime may Start another.
+//
+// The Node follows the ends of its runtime's control connections
+// (actors.Remote.OnEndpointTerminated): on rank 0 a rank whose connection
+// ends before the roster is complete is dropped from the rendezvous (a
+// replacement may take its rank); on another rank, rank 0's connection
+// ending after rank 0 answered fails the rendezvous with ErrPeerLost; once
+// the roster is out, a member's connection ending is that member lost.
 type Node struct {
 	rt      *actors.Runtime
 	pid     *actor.PID
 	spec    Spec
 	control string
+	// authBefore is the runtime's authentication failure when the Node
+	// started: only a later one fails this rendezvous.
+	authBefore error
+	stopEvents func() // ends the OnEndpointTerminated calls
 
 	final    chan result                 // the roster or a refusal, once
 	progress atomic.Pointer[wire.Roster] // rank 0's latest partial roster
+
+	mu     sync.Mutex
+	probes *probes // Watch's, until StopProbes
+	closed bool
 
 	closeOnce sync.Once
 }
@@ -69,7 +96,7 @@ func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
 	if spec.Size < 1 || spec.Rank < 0 || spec.Rank >= spec.Size {
 		return nil, fmt.Errorf("cluster: start: %w: rank %d of %d", errs.ErrBadArgument, spec.Rank, spec.Size)
 	}
-	n := &Node{rt: rt, spec: spec, control: rt.Remote().Address(),
+	n := &Node{rt: rt, spec: spec, control: rt.Remote().Address(), authBefore: rt.Remote().AuthFailure(),
 		final: make(chan result, 1)}
 	a := &nodeActor{n: n, log: rt.Logger().Named("cluster")}
 	if spec.Rank == 0 {
@@ -80,7 +107,19 @@ func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start rank %d: %w (a runtime serves one joined group at a time)", spec.Rank, err)
 	}
 	n.pid = pid
+	root := rt.ActorSystem().Root
+	n.stopEvents = rt.Remote().OnEndpointTerminated(func(addr string) { root.Send(pid, endpointGone{addr: addr}) })
 	return n, nil
+}
+
+// authFailure is the runtime's first failed authentication of a dial
+// since the Node started (actors.ErrAuth: the peer refused this rank's
+// proof of the secret, or its own was wrong), nil if none.
+func (n *Node) authFailure() error {
+	if n.authBefore != nil {
+		return nil // a failure before this Node: it cannot tell a new one
+	}
+	return n.rt.Remote().AuthFailure()
 }
 
 // Control is this rank's control-plane address.
@@ -102,18 +141,24 @@ func (n *Node) hello() *wire.Hello {
 	host := hostID()
 	return &wire.Hello{Rank: uint32(n.spec.Rank), Size: uint32(n.spec.Size), ControlAddr: n.control,
 		DataAddr: n.spec.Data, Host: host, Pid: int32(os.Getpid()), Run: n.spec.Run,
-		Backend: n.spec.Backend, Version: Version}
+		Backend: n.spec.Backend, Version: Version, Transport: n.spec.Transport}
 }
 
 // Rendezvous meets the other ranks and returns the roster, or fails when
-// ctx ends (naming the ranks still missing, as far as this rank knows) or
+// ctx ends (naming the ranks still missing, as far as this rank knows),
 // rank 0 refuses this rank (ErrMismatch: another world size, run or
-// version, or a rank taken twice).
+// version, or a rank taken twice), this rank's dial fails to authenticate
+// (actors.ErrAuth: the secrets differ; within helloEvery of the failure),
+// or rank 0's control connection ends after rank 0 answered (ErrPeerLost).
 func (n *Node) Rendezvous(ctx context.Context) (Roster, error) {
 	root := n.rt.ActorSystem().Root
 	if n.spec.Rank == 0 {
 		root.Send(n.pid, n.hello())
-		return n.await(ctx, nil)
+		r, err := n.await(ctx, nil)
+		if err != nil { // tell the ranks that came: they would wait for nothing
+			root.Send(n.pid, giveUp{reason: err.Error(), timeout: errors.Is(err, errs.ErrTimeout)})
+		}
+		return r, err
 	}
 	if err := reachable(ctx, n.spec.Coordinator); err != nil {
 		return Roster{}, fmt.Errorf("cluster: rank %d: rendezvous: rank 0's control plane at %s not reachable: %w",
@@ -124,13 +169,17 @@ func (n *Node) Rendezvous(ctx context.Context) (Roster, error) {
 	return n.await(ctx, func() { root.Send(coord, h) })
 }
 
-// await waits for the roster, calling again (if set) every helloEvery.
+// await waits for the roster, calling again (if set) every helloEvery,
+// and fails as soon as a dial of this rank failed to authenticate.
 func (n *Node) await(ctx context.Context, again func()) (Roster, error) {
 	tick := time.NewTicker(helloEvery)
 	defer tick.Stop()
 	for {
 		if again != nil {
 			again()
+		}
+		if err := n.authFailure(); err != nil {
+			return Roster{}, fmt.Errorf("cluster: rank %d: rendezvous: %w", n.spec.Rank, err)
 		}
 		select {
 		case r := <-n.final:
@@ -193,17 +242,56 @@ func reachable(ctx context.Context, addr string) error {
 
 // Watch makes the Node watch every peer of roster: when a peer's Node or
 // its whole endpoint goes away, onLost is called once for that rank (on the
-// Node's goroutine; it must not block) with the cause.
+// Node's goroutine; it must not block) with the cause. A peer lost since
+// the roster arrived, before Watch, is reported at once. Rank 0 also
+// tells the other ranks of each loss it sees (wire.Lost), so that a rank
+// with no connection to the lost one yet learns it as soon as rank 0.
+// Until StopProbes, Watch also dials every peer's control address every
+// probeEvery: one that refuses is lost (see probes).
 func (n *Node) Watch(roster Roster, onLost func(rank int, cause error)) {
-	n.rt.ActorSystem().Root.Send(n.pid, watchPeers{roster: roster, onLost: onLost})
+	root, pid := n.rt.ActorSystem().Root, n.pid
+	root.Send(pid, watchPeers{roster: roster, onLost: onLost})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.probes == nil && !n.closed {
+		n.probes = startProbes(roster, n.spec.Rank, func(rank int, cause error) { root.Send(pid, peerRefused{rank: rank, cause: cause}) })
+	}
+}
+
+// StopProbes ends Watch's dials: once the data plane is connected it sees
+// a dead peer's connections end by itself.
+func (n *Node) StopProbes() {
+	n.mu.Lock()
+	p := n.probes
+	n.mu.Unlock()
+	if p != nil {
+		p.close()
+	}
 }
 
 // Close tells the watched peers this rank leaves (reason says why) and
-// stops the Node, within a bounded time.
+// stops the Node, waiting at most closeWait for its actor to stop.
 func (n *Node) Close(reason string) {
 	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		n.closed = true
+		n.mu.Unlock()
+		n.StopProbes()
+		n.stopEvents()
 		root := n.rt.ActorSystem().Root
 		root.Send(n.pid, leave{reason: reason})
-		_ = root.PoisonFuture(n.pid).Wait()
+		stopped := make(chan struct{})
+		f := root.PoisonFuture(n.pid)
+		go func() { // ends by itself: protoactor's future times out after 10 s
+			_ = f.Wait()
+			close(stopped)
+		}()
+		t := time.NewTimer(closeWait)
+		defer t.Stop()
+		select {
+		case <-stopped:
+		case <-t.C:
+			n.rt.Logger().Named("cluster").Warn("node did not stop in time", zap.Int("rank", n.spec.Rank), zap.Duration("waited", closeWait))
+		}
 	})
 }

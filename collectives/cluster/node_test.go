@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -30,11 +31,13 @@ const (
 type peerSpec struct {
 	Spec
 	Listen string
+	Secret string // default testSecret
+	Watch  bool   // watch the peers after the roster, printing "LOST <rank> <cause>"
 }
 
 // TestNodePeerProcess is the peer rank: it starts its remote and Node,
-// joins the rendezvous, prints "ROSTER <group>", then waits to be killed
-// (bounded).
+// joins the rendezvous, prints "ROSTER <group>" (or "FAILED <error>"),
+// then waits to be killed (bounded).
 func TestNodePeerProcess(t *testing.T) {
 	raw := os.Getenv(envPeer)
 	if raw == "" {
@@ -44,7 +47,10 @@ func TestNodePeerProcess(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &ps); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := actors.NewRuntime(actors.WithRemote(actors.RemoteConfig{Addr: ps.Listen, Secret: []byte(testSecret)}))
+	if ps.Secret == "" {
+		ps.Secret = testSecret
+	}
+	rt, err := actors.NewRuntime(actors.WithRemote(actors.RemoteConfig{Addr: ps.Listen, Secret: []byte(ps.Secret)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +63,13 @@ func TestNodePeerProcess(t *testing.T) {
 	defer cancel()
 	r, err := n.Rendezvous(ctx)
 	if err != nil {
-		t.Fatal(err)
+		os.Stdout.WriteString("FAILED " + err.Error() + "\n")
+		return
 	}
 	os.Stdout.WriteString("ROSTER " + strconv.FormatUint(r.Group, 10) + "\n")
+	if ps.Watch {
+		n.Watch(r, func(rank int, cause error) { os.Stdout.WriteString(fmt.Sprintf("LOST %d %v\n", rank, cause)) })
+	}
 	time.Sleep(30 * time.Second)
 }
 

@@ -18,6 +18,9 @@ type Member struct {
 	Data    string // the rank's data-plane listener "host:port"
 	Host    string // the rank's host name, for messages
 	PID     int    // the rank's process id, for messages
+	// Transport is the data plane the rank asked for ("auto", "tcp" or
+	// "shm"; "" from a rank that did not say, which means "auto").
+	Transport string
 }
 
 // Roster is the outcome of a rendezvous: every rank, indexed by rank, and
@@ -47,6 +50,16 @@ func (r Roster) OneHost() bool {
 	return len(r.Members) > 0
 }
 
+// rankAt is the rank whose control address is addr, or -1.
+func (r Roster) rankAt(addr string) int {
+	for _, m := range r.Members {
+		if m.Control == addr {
+			return m.Rank
+		}
+	}
+	return -1
+}
+
 func (r Roster) String() string {
 	return fmt.Sprintf("group %#x, %d ranks", r.Group, len(r.Members))
 }
@@ -56,7 +69,7 @@ func (r Roster) toWire() *wire.Roster {
 	w := &wire.Roster{Group: r.Group, Version: Version}
 	for _, m := range r.Members {
 		w.Members = append(w.Members, &wire.Member{Rank: uint32(m.Rank), ControlAddr: m.Control,
-			DataAddr: m.Data, Host: m.Host, Pid: int32(m.PID)})
+			DataAddr: m.Data, Host: m.Host, Pid: int32(m.PID), Transport: m.Transport})
 	}
 	return w
 }
@@ -75,7 +88,7 @@ func rosterOf(w *wire.Roster, size int) (Roster, error) {
 		}
 		seen[k] = true
 		r.Members[k] = Member{Rank: k, Control: m.GetControlAddr(), Data: m.GetDataAddr(),
-			Host: m.GetHost(), PID: int(m.GetPid())}
+			Host: m.GetHost(), PID: int(m.GetPid()), Transport: m.GetTransport()}
 	}
 	return r, nil
 }

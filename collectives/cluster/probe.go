@@ -1,0 +1,89 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Probing bounds: how often each peer's control address is dialled while
+// the data plane connects, and how long one dial may take.
+const (
+	probeEvery   = 200 * time.Millisecond
+	probeTimeout = time.Second
+)
+
+// probes dials every peer's control address every probeEvery, from Watch
+// until StopProbes (or Close): a dial refused means no process listens
+// there any more (a rank's control plane listens from before its hello
+// until it exits), so that peer is lost. It covers the time before the
+// data plane is connected, when a rank may have no connection to a peer
+// yet and protoactor's connect to a dead one reports it only after its 2 s
+// retry sleep. A paused or slow peer's kernel still accepts the dial, and
+// an unreachable host's dial times out: neither counts.
+type probes struct {
+	stop chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+// startProbes probes roster's peers (all but self), calling refused once
+// for each whose dial is refused.
+func startProbes(roster Roster, self int, refused func(rank int, cause error)) *probes {
+	p := &probes{stop: make(chan struct{})}
+	for _, m := range roster.Members {
+		if m.Rank == self {
+			continue
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.probe(m, refused)
+		}()
+	}
+	return p
+}
+
+// probe dials m until a dial is refused or the probes stop.
+func (p *probes) probe(m Member, refused func(rank int, cause error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	var d net.Dialer
+	for {
+		dctx, dcancel := context.WithTimeout(ctx, probeTimeout)
+		c, err := d.DialContext(dctx, "tcp", m.Control)
+		dcancel()
+		switch {
+		case err == nil:
+			_ = c.Close()
+		case errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil:
+			refused(m.Rank, fmt.Errorf("control plane: rank %d's address %s refuses connections: its process is gone", m.Rank, m.Control))
+			return
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// close stops the probes and waits for them (a dial in progress ends at
+// once).
+func (p *probes) close() {
+	p.once.Do(func() { close(p.stop) })
+	p.wg.Wait()
+}
