@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/choreo-gpu/choreo/actors"
 )
 
 // JoinConfig says how this process finds the other ranks of its group.
@@ -40,8 +42,15 @@ type JoinConfig struct {
 	Timeout time.Duration
 	// Transport picks the data plane: "auto" or "" (shared memory when
 	// the roster puts every rank on this host, else TCP), "tcp" or "shm"
-	// (CHOREO_TRANSPORT). Every rank must pick alike.
+	// (CHOREO_TRANSPORT). Every rank must pick alike: the roster carries
+	// each rank's, and where they differ every rank's Join fails with
+	// ErrMismatch naming them.
 	Transport string
+	// PeerTimeout is how long a peer may stay silent before it is lost,
+	// on the control and data planes alike (CHOREO_PEER_TIMEOUT, a Go
+	// duration such as 10s); WithPeerTimeout overrides it. Default
+	// DefaultPeerTimeout.
+	PeerTimeout time.Duration
 	// Source names where the configuration came from: "choreo",
 	// "torchrun", "openmpi", "slurm" or "" when built by hand.
 	Source string
@@ -51,6 +60,10 @@ type JoinConfig struct {
 
 // DefaultJoinTimeout is JoinConfig.Timeout's default.
 const DefaultJoinTimeout = 60 * time.Second
+
+// DefaultPeerTimeout is the peer timeout when neither WithPeerTimeout nor
+// JoinConfig.PeerTimeout sets one.
+const DefaultPeerTimeout = actors.DefaultPeerTimeout
 
 // Environment variables read by FromEnv.
 const (
@@ -62,6 +75,7 @@ const (
 	EnvRun         = "CHOREO_RUN"
 	EnvJoinTimeout = "CHOREO_JOIN_TIMEOUT"
 	EnvTransport   = "CHOREO_TRANSPORT"
+	EnvPeerTimeout = "CHOREO_PEER_TIMEOUT"
 )
 
 // FromEnv reads this process's JoinConfig from the environment, trying
@@ -79,7 +93,8 @@ const (
 // MASTER_ADDR:MASTER_PORT, or else, when every rank runs on this host, at
 // 127.0.0.1 on a port derived from the job id. CHOREO_SECRET is always
 // needed (pass it on: `mpirun -x CHOREO_SECRET`); CHOREO_RUN,
-// CHOREO_JOIN_TIMEOUT and CHOREO_TRANSPORT are optional. What cannot be read is left in Err.
+// CHOREO_JOIN_TIMEOUT, CHOREO_TRANSPORT and CHOREO_PEER_TIMEOUT are
+// optional. What cannot be read is left in Err, naming the variable.
 func FromEnv() JoinConfig { return fromEnv(os.Getenv) }
 
 // fromEnv is FromEnv over any lookup.
@@ -210,6 +225,13 @@ func commonEnv(get func(string) string, c *JoinConfig) error {
 			return fmt.Errorf("%s %q: want a positive duration such as 90s", EnvJoinTimeout, s)
 		}
 		c.Timeout = d
+	}
+	if s := get(EnvPeerTimeout); s != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s %q: want a positive duration such as 10s", EnvPeerTimeout, s)
+		}
+		c.PeerTimeout = d
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,8 +21,14 @@ import (
 // lossGrace is how long a peer the control plane reports gone has to let
 // its data connection deliver what it sent before the data plane is told:
 // a dead process's connections end by themselves within it on one host,
-// and a silent host's within the data plane's heartbeat timeout.
+// and a silent host's within the data plane's peer timeout.
 const lossGrace = 100 * time.Millisecond
+
+// mismatchWait bounds how long rank 0, having found the ranks' transports
+// differ, waits for the other ranks to leave (each finds the same in the
+// roster) before it closes its control plane: the roster it sent must
+// reach them first.
+const mismatchWait = 3 * time.Second
 
 // Join makes this process's rank of a group whose ranks live in separate
 // processes (on one host or several): it starts rt's control plane
@@ -34,13 +42,31 @@ const lossGrace = 100 * time.Millisecond
 // The whole is bounded by ctx and cfg.Timeout; a rendezvous that does not
 // complete fails with ErrTimeout naming the ranks missing, and a rank that
 // disagrees with rank 0 (world size, run, protocol version, a rank taken
-// twice) with ErrMismatch. Afterwards a peer whose process dies, closes its
-// group or goes silent fails every pending and later operation involving
-// it with ErrPeerLost, on every survivor: a dead process within
-// milliseconds on one host (the data plane sees its connections end, the
-// control plane its endpoint), a silent one within the data plane's peer
-// timeout (10 s). Close leaves the group; rt stays usable, also for a
-// later Join.
+// twice) with ErrMismatch. Some failures come at once instead: a rank
+// whose secret differs from rank 0's fails within a second, its error
+// wrapping actors.ErrAuth ("authentication failed"); ranks whose
+// transports differ (each rank's choice resolved alike: auto is shm when
+// the roster puts every rank on one host and shared memory works here,
+// else tcp) all fail with ErrMismatch naming each rank's, as soon as the
+// roster arrives; a rank that dies after its hello and before the roster
+// is dropped from the rendezvous when its control connection ends (a new
+// process may take its rank), and one lost after the roster and before the
+// data plane is connected fails the others with ErrPeerLost naming it.
+//
+// The peer timeout (WithPeerTimeout, else cfg.PeerTimeout, else
+// DefaultPeerTimeout) is how long a peer may stay silent (a paused,
+// swapped or starved process, a host gone without closing) before it is
+// lost, on the control plane and the data plane alike; a peer whose
+// connection closes or whose process exits is lost at once, whatever it
+// is. (When rt's remoting was started before Join, its own
+// RemoteConfig.PeerTimeout governs the control plane.) Afterwards a peer
+// that dies, closes its group or stays silent past the peer timeout fails
+// every pending and later operation involving it with ErrPeerLost, on
+// every survivor: a dead process within milliseconds on one host (the data
+// plane sees its connections end, the control plane its endpoint). After
+// any failure, Join and the group's operations return within the peer
+// timeout and a few seconds. Close leaves the group; rt stays usable, also
+// for a later Join.
 func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Option) (*Group, error) {
 	if err := cfg.check(rt); err != nil {
 		return nil, err
@@ -52,7 +78,8 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	where := fmt.Sprintf("collectives: join rank %d of %d", cfg.Rank, cfg.Size)
-	control, err := cfg.startControl(ctx, rt)
+	peerTimeout := cfg.peerTimeout(opts)
+	control, err := cfg.startControl(ctx, rt, peerTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -62,7 +89,7 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		return nil, fmt.Errorf("%s: data plane: %w", where, err)
 	}
 	node, err := cluster.Start(rt, cluster.Spec{Rank: cfg.Rank, Size: cfg.Size, Run: cfg.Run,
-		Coordinator: cfg.coordinator(), Data: ln.Addr()})
+		Coordinator: cfg.coordinator(), Data: ln.Addr(), Transport: cfg.asked()})
 	if err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -73,16 +100,32 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		node.Close("rendezvous failed")
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	t, kind, err := cfg.connect(ctx, ln, roster)
+	// Watch from the roster on: a peer lost before the data plane is
+	// connected cancels the connect, naming it.
+	cctx, cancelConnect := context.WithCancelCause(ctx)
+	defer cancelConnect(nil)
+	peers := &peerWatch{cancel: cancelConnect, lost: make(chan struct{}, cfg.Size)}
+	node.Watch(roster, peers.report)
+	kind, err := resolveTransport(roster)
+	if err != nil {
+		_ = ln.Close()
+		if cfg.Rank == 0 { // the others fail on the same roster: let it reach them
+			peers.awaitLost(cfg.Size-1, mismatchWait)
+		}
+		node.Close("transport mismatch")
+		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
+	}
+	t, err := cfg.connect(cctx, ln, roster, kind, peerTimeout)
+	node.StopProbes()
+	if err == nil {
+		err = peers.attach(t)
+	} else if lost := peers.firstLoss(); lost != nil {
+		err = lost
+	}
 	if err != nil {
 		node.Close("data plane failed")
 		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
 	}
-	node.Watch(roster, func(rank int, cause error) {
-		// Let the data connection deliver what the peer sent before it
-		// went (its end shows there too, at once when its process died).
-		time.AfterFunc(lossGrace, func() { t.LosePeer(rank, cause) })
-	})
 	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.processes = true })
 	g, err := New(rt, t, roster.Group, opts...)
 	if err != nil {
@@ -96,9 +139,75 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	rt.Logger().Info("joined", zap.Int("rank", cfg.Rank), zap.Int("size", cfg.Size), zap.String("source", cfg.Source),
-		zap.String("transport", kind),
+		zap.String("transport", kind), zap.Duration("peer_timeout", peerTimeout),
 		zap.String("run", cfg.Run), zap.Uint64("group", roster.Group), zap.Strings("data", roster.DataAddrs()))
 	return g, nil
+}
+
+// peerWatch routes the losses a Node reports for one Join: before the data
+// plane exists it keeps them and cancels the data plane's connect (the
+// first names the rank); once attached, it tells the data plane, after
+// lossGrace (the data connection may still deliver what the peer sent
+// before it went; its end shows there too, at once when its process died).
+type peerWatch struct {
+	cancel context.CancelCauseFunc
+	lost   chan struct{} // one token per loss (buffered for every peer)
+
+	mu    sync.Mutex
+	first error
+	t     dataPlane
+}
+
+// report is the Node's onLost: it runs on the Node's goroutine and does
+// not block.
+func (w *peerWatch) report(rank int, cause error) {
+	select {
+	case w.lost <- struct{}{}:
+	default:
+	}
+	w.mu.Lock()
+	t := w.t
+	if t == nil && w.first == nil {
+		w.first = fmt.Errorf("rank %d lost before the data plane was connected: %v: %w", rank, cause, ErrPeerLost)
+		w.cancel(w.first)
+	}
+	w.mu.Unlock()
+	if t != nil {
+		time.AfterFunc(lossGrace, func() { t.LosePeer(rank, cause) })
+	}
+}
+
+// attach hands later losses to t, or fails (closing t) when a peer was
+// lost before it was connected.
+func (w *peerWatch) attach(t dataPlane) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first != nil {
+		_ = t.Close()
+		return w.first
+	}
+	w.t = t
+	return nil
+}
+
+// firstLoss is the loss that cancelled the connect, nil if none.
+func (w *peerWatch) firstLoss() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
+}
+
+// awaitLost waits until n peers are lost, at most for d.
+func (w *peerWatch) awaitLost(n int, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for range n {
+		select {
+		case <-w.lost:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // dataPlane is a transport a peer can be declared lost on.
@@ -107,30 +216,84 @@ type dataPlane interface {
 	LosePeer(rank int, cause error)
 }
 
-// connect builds the data plane the roster calls for: shared memory when
-// every rank is on this host (or c.Transport says "shm"), TCP otherwise
-// (or when c.Transport says "tcp"). It closes ln when it is not used.
-func (c JoinConfig) connect(ctx context.Context, ln *tcp.Listener, roster cluster.Roster) (dataPlane, string, error) {
-	kind := c.Transport
-	if kind == "" || kind == "auto" {
-		kind = "tcp"
-		if roster.OneHost() && shm.Supported() {
-			kind = "shm"
+// resolveTransport is the data plane every rank of roster asked for, each
+// rank's choice resolved by one rule (auto, or none said: shm when the
+// roster puts every rank on this host and shared memory works here, else
+// tcp); ErrMismatch, naming each rank's, when they differ.
+func resolveTransport(roster cluster.Roster) (string, error) {
+	auto := "tcp"
+	if roster.OneHost() && shm.Supported() {
+		auto = "shm"
+	}
+	kinds := make([]string, len(roster.Members))
+	differ := false
+	for i, m := range roster.Members {
+		switch kinds[i] = m.Transport; kinds[i] {
+		case "", "auto":
+			kinds[i] = auto
+		case "tcp", "shm":
+		default:
+			return "", fmt.Errorf("%w: rank %d asks for transport %q (want auto, tcp or shm)", ErrBadArgument, m.Rank, m.Transport)
+		}
+		differ = differ || kinds[i] != kinds[0]
+	}
+	if !differ {
+		return kinds[0], nil
+	}
+	named := make([]string, len(kinds))
+	for i, k := range kinds {
+		named[i] = fmt.Sprintf("rank %d %s", i, k)
+		if asked := roster.Members[i].Transport; asked == "" || asked == "auto" {
+			named[i] += " (auto)"
 		}
 	}
-	switch kind {
-	case "shm":
+	return "", fmt.Errorf("%w: the ranks' data plane transports differ: %s", ErrMismatch, strings.Join(named, ", "))
+}
+
+// connect builds the data plane kind (resolveTransport's) with the peer
+// timeout pt. It closes ln when it is not used.
+func (c JoinConfig) connect(ctx context.Context, ln *tcp.Listener, roster cluster.Roster, kind string, pt time.Duration) (dataPlane, error) {
+	if kind == "shm" {
 		_ = ln.Close()
-		t, err := shm.Connect(ctx, shm.Config{Rank: c.Rank, Size: c.Size, Group: roster.Group,
-			Run: fmt.Sprintf("%s-%x", c.Run, roster.Group), Secret: c.Secret})
-		return t, kind, err
-	case "tcp":
-		t, err := ln.Connect(ctx, tcp.Config{Rank: c.Rank, Size: c.Size, Group: roster.Group,
-			Addrs: roster.DataAddrs(), Secret: c.Secret})
-		return t, kind, err
+		return shm.Connect(ctx, c.shmConfig(roster, pt))
 	}
-	_ = ln.Close()
-	return nil, kind, fmt.Errorf("%w: transport %q (want auto, tcp or shm)", ErrBadArgument, kind)
+	return ln.Connect(ctx, c.tcpConfig(roster, pt))
+}
+
+// shmConfig is the shared-memory data plane's configuration.
+func (c JoinConfig) shmConfig(roster cluster.Roster, pt time.Duration) shm.Config {
+	return shm.Config{Rank: c.Rank, Size: c.Size, Group: roster.Group,
+		Run: fmt.Sprintf("%s-%x", c.Run, roster.Group), Secret: c.Secret, PeerTimeout: pt}
+}
+
+// tcpConfig is the TCP data plane's configuration.
+func (c JoinConfig) tcpConfig(roster cluster.Roster, pt time.Duration) tcp.Config {
+	return tcp.Config{Rank: c.Rank, Size: c.Size, Group: roster.Group,
+		Addrs: roster.DataAddrs(), Secret: c.Secret, PeerTimeout: pt}
+}
+
+// asked is the transport this rank asks for: "auto" when none is set.
+func (c JoinConfig) asked() string {
+	if c.Transport == "" {
+		return "auto"
+	}
+	return c.Transport
+}
+
+// peerTimeout is the group's peer timeout: WithPeerTimeout's among opts,
+// else c.PeerTimeout, else DefaultPeerTimeout.
+func (c JoinConfig) peerTimeout(opts []Option) time.Duration {
+	var oc config
+	for _, o := range opts {
+		o(&oc)
+	}
+	switch {
+	case oc.peerTimeout > 0:
+		return oc.peerTimeout
+	case c.PeerTimeout > 0:
+		return c.PeerTimeout
+	}
+	return DefaultPeerTimeout
 }
 
 // check validates c for Join.
@@ -146,6 +309,10 @@ func (c JoinConfig) check(rt *actors.Runtime) error {
 		return bad("nil runtime")
 	case c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size:
 		return bad("rank %d of world size %d", c.Rank, c.Size)
+	case c.PeerTimeout < 0:
+		return bad("peer timeout %v", c.PeerTimeout)
+	case c.Transport != "" && c.Transport != "auto" && c.Transport != "tcp" && c.Transport != "shm":
+		return bad("transport %q (want auto, tcp or shm)", c.Transport)
 	case len(c.Secret) < tcp.MinSecret:
 		return bad("secret of %d bytes, want at least %d", len(c.Secret), tcp.MinSecret)
 	case len(c.Hosts) == 0 && c.Coordinator == "":
@@ -164,9 +331,10 @@ func (c JoinConfig) coordinator() string {
 	return c.Coordinator
 }
 
-// startControl starts rt's remoting at this rank's control address (or
-// checks the one running) and returns the address peers reach it at.
-func (c JoinConfig) startControl(ctx context.Context, rt *actors.Runtime) (string, error) {
+// startControl starts rt's remoting at this rank's control address with
+// the peer timeout pt (or checks the one running) and returns the address
+// peers reach it at.
+func (c JoinConfig) startControl(ctx context.Context, rt *actors.Runtime, pt time.Duration) (string, error) {
 	addr, err := c.controlAddr(ctx)
 	if err != nil {
 		return "", err
@@ -178,11 +346,17 @@ func (c JoinConfig) startControl(ctx context.Context, rt *actors.Runtime) (strin
 		}
 		return r.Address(), nil
 	}
-	r, err := rt.StartRemote(actors.RemoteConfig{Addr: addr, Secret: c.Secret})
+	r, err := rt.StartRemote(c.remoteConfig(addr, pt))
 	if err != nil {
 		return "", fmt.Errorf("control plane: %w", err)
 	}
 	return r.Address(), nil
+}
+
+// remoteConfig is the control plane's configuration at addr with the
+// peer timeout pt.
+func (c JoinConfig) remoteConfig(addr string, pt time.Duration) actors.RemoteConfig {
+	return actors.RemoteConfig{Addr: addr, Secret: c.Secret, PeerTimeout: pt}
 }
 
 // controlAddr is where this rank's control plane listens: its hostfile

@@ -42,6 +42,8 @@ type config struct {
 	// it), so the device path meets its peers over IPC (deviceipc.go).
 	processes bool
 	dev       gpu.Device // this rank's device (WithDevice), for DataPathAuto
+	// peerTimeout: WithPeerTimeout's, for Join; 0 when not set.
+	peerTimeout time.Duration
 }
 
 // TraceEvent reports one finished collective: which, on which rank, the
@@ -66,6 +68,21 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.timeout = d
+		}
+	}
+}
+
+// WithPeerTimeout sets how long a peer of a group Join makes may stay
+// silent (a paused, swapped or starved process; a host gone without
+// closing) before it is lost, on the control plane and the data plane
+// alike; it overrides JoinConfig.PeerTimeout (default DefaultPeerTimeout).
+// A peer whose connection closes or whose process exits is lost at once,
+// whatever the timeout. d <= 0 leaves the default; in-process groups
+// (New, Local) have no use for it.
+func WithPeerTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.peerTimeout = d
 		}
 	}
 }
