@@ -23,7 +23,7 @@
 //	10 collectives                              Group, the ops as choreographies
 //	11 choreotest                               the actor-level test kit
 //	12 internal/testenv                         the tests' set-up (on the kit)
-//	13 cmd/..., test                            programs; the integration tests
+//	13 cmd/..., bench/..., test                 programs, benchmarks, the integration tests
 //
 // Services a runtime needs per system (the fence manager, the default comm
 // stream) attach to actors.Runtime through actors.Service, so the base

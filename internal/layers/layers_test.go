@@ -35,7 +35,7 @@ var layer = map[string]int{
 // place is a package's layer; every cmd/ program, and the integration
 // tests, are on top.
 func place(pkg string) (int, bool) {
-	if strings.HasPrefix(pkg, "cmd/") || pkg == "test" {
+	if strings.HasPrefix(pkg, "cmd/") || strings.HasPrefix(pkg, "bench/") || pkg == "test" {
 		return 13, true
 	}
 	l, ok := layer[pkg]
