@@ -1,24 +1,20 @@
 package test
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/collectives/cluster"
@@ -26,14 +22,16 @@ import (
 )
 
 // TestStrangersRefused: while a 2-process cluster all-reduces, its
-// control planes get garbage bytes, a stream with a wrong secret, and
+// control planes get garbage bytes, a handshake proving a wrong secret, a
+// control connection of rank 0 recorded on the wire and replayed, and
 // hellos with the right secret from a rank of another run and from a
-// second process claiming a rank that is taken. Each is refused (the
-// hellos with a Refused answer), no rank dies, and every collective
-// completes correctly.
+// second process claiming a rank that is taken. The garbage, the wrong
+// secret and the replay are refused at the connection's handshake (the
+// rank logs the wrong proofs: "authentication failed"), the hellos with a
+// Refused answer; no rank dies, and every collective completes correctly.
 func TestStrangersRefused(t *testing.T) {
 	c := newCluster(t, 2, "auto")
-	ranks := c.startAll("check", "soak", "--size", "1MiB", "--iters", "300")
+	ranks := c.startAll("--verbose", "check", "soak", "--size", "1MiB", "--iters", "300")
 	for _, k := range ranks {
 		if _, ok := k.await(2*time.Minute, "SOAK 2"); !ok {
 			t.Fatalf("rank %d never got going:\n%s", k.r, k.text())
@@ -42,8 +40,12 @@ func TestStrangersRefused(t *testing.T) {
 	secret, run := envOf(c, "CHOREO_SECRET"), envOf(c, "CHOREO_RUN")
 
 	// A stranger with the group's secret: its own runtime (one remote in
-	// this process), with a node that records what the cluster answers.
-	rt, err := actors.NewRuntime(actors.WithRemote(actors.RemoteConfig{Addr: "127.0.0.1:0", Secret: []byte(secret)}))
+	// this process), with a node that records what the cluster answers. It
+	// advertises a recording proxy, so the ranks' connections to it are
+	// kept as they crossed the wire.
+	listen := freePort(t)
+	px := startRecorder(t, listen)
+	rt, err := actors.NewRuntime(actors.WithRemote(actors.RemoteConfig{Addr: listen, Advertise: px.addr, Secret: []byte(secret)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,14 +62,14 @@ func TestStrangersRefused(t *testing.T) {
 
 	for _, h := range c.hosts {
 		garbage(t, h)
-		if code := wrongSecret(t, h); code != codes.Unauthenticated {
-			t.Errorf("%s: a stream with a wrong secret ended with %v, want Unauthenticated", h, code)
+		if ans := handshake(t, h, []byte("not the group's secret at all"), "127.0.0.1:1"); ans != refused {
+			t.Errorf("%s: a handshake with a wrong secret got %s, want a refusal", h, ans)
 		}
 	}
 	rank0 := actor.NewPID(c.hosts[0], cluster.Name)
-	stale := &wire.Hello{Rank: 1, Size: 2, ControlAddr: rt.Remote().Address(), Run: "an older run",
-		Version: cluster.Version, Pid: 1}
-	taken := &wire.Hello{Rank: 1, Size: 2, ControlAddr: rt.Remote().Address(), Run: run, Version: cluster.Version, Pid: 1}
+	me := rt.Remote().Address()
+	stale := &wire.Hello{Rank: 1, Size: 2, ControlAddr: me, Run: "an older run", Version: cluster.Version, Pid: 1}
+	taken := &wire.Hello{Rank: 1, Size: 2, ControlAddr: me, Run: run, Version: cluster.Version, Pid: 1}
 	for _, h := range []*wire.Hello{stale, taken} {
 		rt.ActorSystem().Root.Send(rank0, h)
 		select {
@@ -78,6 +80,18 @@ func TestStrangersRefused(t *testing.T) {
 		}
 	}
 
+	// rank 0's connection to the stranger (its handshake and the Refused
+	// answers), replayed to each rank: refused at the handshake
+	rec := px.recorded()
+	if len(rec) < 100 {
+		t.Fatalf("only %d bytes recorded of rank 0's connection", len(rec))
+	}
+	for _, h := range c.hosts {
+		if got := replay(t, h, rec); got != refused {
+			t.Errorf("%s: the replayed connection got %s, want a refusal", h, got)
+		}
+	}
+
 	for _, k := range ranks {
 		if !k.exited(2 * time.Minute) {
 			t.Fatalf("rank %d did not finish:\n%s", k.r, k.text())
@@ -85,6 +99,10 @@ func TestStrangersRefused(t *testing.T) {
 		m := done.FindStringSubmatch(k.text())
 		if k.exitCode() != 0 || m == nil || m[2] != "0" || !strings.Contains(k.text(), "CHECK soak ok") {
 			t.Fatalf("rank %d (exit %d):\n%s", k.r, k.exitCode(), k.text())
+		}
+		// the wrong secret and the replay, each logged with the address it came from
+		if n := strings.Count(k.text(), "authentication failed"); n < 2 {
+			t.Errorf("rank %d logged %d authentication failures, want 2:\n%s", k.r, n, k.text())
 		}
 	}
 }
@@ -110,6 +128,7 @@ func garbage(t *testing.T, addr string) {
 	defer func() { _ = nc.Close() }()
 	b := make([]byte, 4096)
 	_, _ = rand.Read(b)
+	b[0] = 0xff // never the handshake's version byte
 	_, _ = nc.Write(b)
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
@@ -119,33 +138,161 @@ func garbage(t *testing.T, addr string) {
 	}
 }
 
-// wrongSecret opens a remoting stream to addr proving another secret,
-// sends a message, and returns the code the stream ends with.
-func wrongSecret(t *testing.T, addr string) codes.Code {
+// The control handshake as documented in actors (remote_handshake.go),
+// written out here from the documentation, so the test checks the wire
+// format and not only the code against itself.
+const (
+	hsVersion = 2
+	hsHello   = 1 + 32 // the server's version and nonce
+)
+
+// answer is what a server sent after a client's message.
+type answer string
+
+const (
+	refused  answer = "a refusal"
+	accepted answer = "an acceptance"
+)
+
+// handshake runs the client side of the control handshake against addr,
+// proving key and claiming the address claim, and returns the server's
+// answer (or what went wrong instead).
+func handshake(t *testing.T, addr string, key []byte, claim string) answer {
 	t.Helper()
-	cc, err := grpc.Dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cc.Close() }()
-	m := hmac.New(sha256.New, []byte("not the group's secret at all"))
-	m.Write([]byte("choreo control v1"))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "choreo-auth", hex.EncodeToString(m.Sum(nil)))
-	s, err := remote.NewRemotingClient(cc).Receive(ctx)
+	defer func() { _ = nc.Close() }()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	hello := make([]byte, hsHello)
+	if _, err := io.ReadFull(nc, hello); err != nil || hello[0] != hsVersion {
+		return answer(fmt.Sprintf("a hello of %x (%v)", hello, err))
+	}
+	cn := make([]byte, 32)
+	_, _ = rand.Read(cn)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("choreo control v2 client proof"))
+	m.Write(hello[1:])
+	m.Write(cn)
+	m.Write([]byte{byte(len(claim))})
+	m.Write([]byte(claim))
+	msg := append(append(append(append([]byte{hsVersion}, cn...), byte(len(claim))), claim...), m.Sum(nil)...)
+	if _, err := nc.Write(msg); err != nil {
+		return answer(fmt.Sprintf("a write error (%v)", err))
+	}
+	return readAnswer(nc)
+}
+
+// readAnswer reads a server's answer byte and, for a refusal, checks that
+// the server closes the connection after it (with a reset where it left
+// bytes of ours unread).
+func readAnswer(nc net.Conn) answer {
+	rest, err := io.ReadAll(nc) // bounded by the connection's deadline
+	switch {
+	case len(rest) == 1 && rest[0] == 0 && (err == nil || errors.Is(err, syscall.ECONNRESET)):
+		return refused
+	case len(rest) > 0 && rest[0] == 1:
+		return accepted
+	}
+	return answer(fmt.Sprintf("%x (%v)", rest, err))
+}
+
+// replay writes rec, a client's bytes recorded on the wire, to a fresh
+// connection to addr, and returns the server's answer.
+func replay(t *testing.T, addr string, rec []byte) answer {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		return status.Code(err)
+		t.Fatal(err)
 	}
-	data, _ := proto.Marshal(&wire.Leave{Rank: 0, Reason: "stranger"})
-	_ = s.Send(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
-		TypeNames: []string{"choreo.wire.Leave"},
-		Targets:   []*actor.PID{actor.NewPID(addr, cluster.Name)},
-		Envelopes: []*remote.MessageEnvelope{{MessageData: data}},
-	}}})
-	for {
-		if _, err := s.Recv(); err != nil {
-			return status.Code(err)
+	defer func() { _ = nc.Close() }()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	hello := make([]byte, hsHello)
+	if _, err := io.ReadFull(nc, hello); err != nil {
+		return answer(fmt.Sprintf("no hello (%v)", err))
+	}
+	_, _ = nc.Write(rec) // the server stops reading at the proof: the rest may be cut short
+	return readAnswer(nc)
+}
+
+// freePort is a loopback address free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+// recorder is a TCP proxy to a fixed address that keeps what the client
+// of its first connection sent.
+type recorder struct {
+	addr string
+	mu   sync.Mutex
+	rec  []byte
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	r.rec = append(r.rec, b...)
+	r.mu.Unlock()
+	return len(b), nil
+}
+
+func (r *recorder) recorded() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]byte(nil), r.rec...)
+}
+
+// startRecorder proxies connections to to until the test ends, recording
+// the first one's client bytes.
+func startRecorder(t *testing.T, to string) *recorder {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	var mu sync.Mutex
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for first := true; ; first = false {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", to)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			var up io.Writer = out
+			if first {
+				up = io.MultiWriter(out, r)
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(up, in); _ = out.Close() }()
+			go func() { defer wg.Done(); _, _ = io.Copy(in, out); _ = in.Close() }()
 		}
-	}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return r
 }
