@@ -3,7 +3,9 @@
 // for a sim whose device memory the CPU cannot see, as on a discrete GPU;
 // "cuda" on a machine with an NVIDIA GPU), so the whole suite runs against
 // any backend, and the set-up the test packages share: bounded contexts,
-// GPU streams, fence managers, choreotest Recorders. It imports streams,
+// GPU streams, fence managers, choreotest Recorders; and Full and Sliced,
+// which keep the plain run of a long matrix to a representative slice
+// unless CHOREO_TEST_FULL=1 asks for all of it. It imports streams,
 // fence and choreotest (hence collectives), so only external test packages
 // (package x_test) of those can use it.
 package testenv
