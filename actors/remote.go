@@ -133,8 +133,10 @@ func (r *Remote) AuthFailure() error { return r.creds.authFailure() }
 
 // OnEndpointTerminated calls f with the peer's address each time protoactor
 // publishes an EndpointTerminatedEvent: the connection to that peer broke
-// (it closed or died, or a keepalive went unanswered), or a connect to it
-// failed (after about 2 s). It may fire more than once for one loss. f runs
+// (it closed or died, or it was silent for PeerTimeout), or a connect to it
+// failed (refused, or its handshake failed or found it silent for
+// PeerTimeout; reported about 2 s later). It may fire more than once for
+// one loss. f runs
 // on the goroutine that publishes the event (one of protoactor's), so it
 // must not block. cancel stops the calls (a call already begun may still
 // finish); Close cancels every f before it tears the connections down, so
