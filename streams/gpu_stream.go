@@ -25,14 +25,16 @@ const (
 // actor behind it is the backend's queue itself (gpu.Queue: its FIFO and
 // its worker own the order and run each batch), and GPU is the thin sender
 // that numbers what it sends. An Enqueue that finds fewer than maxInflight
-// of the stream's batches in flight submits straight to the queue, on the
+// of the stream's batches in flight hands it straight to the queue, on the
 // caller's goroutine; otherwise it is gathered, and the completion of a
 // batch in flight submits what was gathered as one batch (one unit per
 // Enqueue), on the backend's goroutine. So a lone command reaches the
-// device with no hand-off, and a burst costs the queue one batch, not one
-// per command. (A protoactor mailbox in front of the queue added a
-// goroutine hand-off to every command, and a second FIFO before the
-// queue's own.)
+// queue's worker with one hand-off, and a burst costs the queue one batch,
+// not one per command. (A protoactor mailbox in front of the queue added
+// a second hand-off to every command, and a second FIFO before the
+// queue's own.) Where the queue is a gpu.Poster (CUDA), the stream posts:
+// the queue's own goroutine makes the driver calls, never Enqueue's
+// caller, which goes on at once to its next call.
 //
 // Enqueue is safe for concurrent use; the commands of one caller run in
 // the order that caller enqueued them, and all commands run in the order in
@@ -43,6 +45,7 @@ type GPU struct {
 	name string
 	dev  gpu.Device
 	q    gpu.Queue
+	post gpu.Poster // q, where it is one: batches are posted, not submitted
 	log  *zap.Logger
 
 	mu       sync.Mutex // orders submission with nextSeq; guards what follows
@@ -100,6 +103,7 @@ func NewGPU(rt *actors.Runtime, dev gpu.Device) (*GPU, error) {
 	}
 	s := &GPU{dev: dev, q: q, log: rt.Logger(), dead: make(chan struct{}),
 		name: fmt.Sprintf("gpu-%s-%d", dev.Properties().Backend, gpuStreamCount.Add(1))}
+	s.post, _ = q.(gpu.Poster)
 	ch := make(chan struct{})
 	s.progress.Store(&ch)
 	if err := rt.Adopt(s.name, s); err != nil {
@@ -155,9 +159,9 @@ func (s *GPU) EnqueueNoted(cmds []gpu.Command, done func(error), note trace.Note
 	return Event{s: s, seq: m.seq}, nil
 }
 
-// submitLocked hands msgs to the queue as one batch, one unit per message.
-// A panic in the backend's Submit is a backend bug: it becomes the error
-// (R14).
+// submitLocked hands msgs to the queue as one batch, one unit per message:
+// posted where the queue is a gpu.Poster, else submitted. A panic in the
+// backend's Submit is a backend bug: it becomes the error (R14).
 func (s *GPU) submitLocked(msgs []*encode) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -192,9 +196,12 @@ func (s *GPU) submitLocked(msgs []*encode) (err error) {
 		s.complete(last)
 		s.batchDone()
 	}
-	if len(msgs) == 1 {
+	switch {
+	case s.post != nil:
+		err = s.post.PostUnits(cmds, ends, done) // nil ends: one unit, as Submit
+	case len(msgs) == 1:
 		err = s.q.Submit(cmds, done)
-	} else {
+	default:
 		err = s.q.SubmitUnits(cmds, ends, done)
 	}
 	if err == nil {
