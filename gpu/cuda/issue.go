@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // issueLoop is the issuer's body: it puts batches on the stream in
@@ -40,8 +41,9 @@ func (q *queue) issueOnContext(b *batch) {
 }
 
 // nextBatch waits for a batch and a slot of the batch budget; nil means
-// exit. The wait ends when the poller retires a batch, Submit adds one,
-// or Close is called.
+// exit. The wait ends when the poller retires a batch, Submit or
+// PostUnits adds one, or Close is called; it polls for idleSpin (where
+// spin.Budget allows) before it parks.
 func (q *queue) nextBatch() *batch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -60,7 +62,11 @@ func (q *queue) nextBatch() *batch {
 			return b
 		}
 		q.mu.Unlock()
-		<-q.issuerWake // no spin: Submit issues itself whenever the queue is idle
+		// Posted batches come in runs (a collective's input and output
+		// sides), microseconds apart: poll for the next before parking,
+		// where processors are to spare, so it needs no wake-up.
+		spin.Until(min(idleSpin, spin.Budget()), func() bool { return len(q.issuerWake) > 0 })
+		<-q.issuerWake
 		q.mu.Lock()
 	}
 }

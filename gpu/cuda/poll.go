@@ -25,7 +25,8 @@ var watchSpin = spin.Policy{
 	MaxSleep: 250 * time.Microsecond,
 }
 
-// idleSpin is how long an idle loop (a driver thread, the poller) polls
+// idleSpin is how long an idle loop (a driver thread, the poller, the
+// issuer) polls
 // for new work before it parks: the next piece of work is often
 // microseconds away. The poll costs one core for at most this long after
 // each piece of work.
