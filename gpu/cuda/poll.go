@@ -26,9 +26,8 @@ var watchSpin = spin.Policy{
 }
 
 // idleSpin is how long an idle loop (a driver thread, the poller, the
-// issuer) polls
-// for new work before it parks: the next piece of work is often
-// microseconds away. The poll costs one core for at most this long after
+// issuer) polls for new work before it parks: the next piece of work is
+// often microseconds away. The poll costs one core for at most this long after
 // each piece of work.
 const idleSpin = 30 * time.Microsecond
 
