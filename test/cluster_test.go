@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 // done matches a check's last line.
@@ -19,11 +21,16 @@ var exchangeSteps = []string{"alltoall/", "alltoallv/", "gather/", "scatter/", "
 // TestMatrix: every op is correct on the R20 matrix across 2 and 4
 // processes, the exchange ops (all-to-all even and uneven with zero
 // counts, gather, scatter, reduce to a root, a batched ring) included,
-// and no fence is left live.
+// and no fence is left live. The plain run takes 4 processes over TCP and
+// 2 over shared memory (each cluster runs the whole matrix of ops, for
+// most of a minute under -race); CHOREO_TEST_FULL=1 both sizes over both.
 func TestMatrix(t *testing.T) {
 	for _, tr := range transports {
 		for _, n := range []int{2, 4} {
-			t.Run(fmt.Sprintf("%s/%d", tr, n), func(t *testing.T) { matrix(t, tr, n) })
+			t.Run(fmt.Sprintf("%s/%d", tr, n), func(t *testing.T) {
+				testenv.Sliced(t, (tr == "tcp") == (n == 4))
+				matrix(t, tr, n)
+			})
 		}
 	}
 }
@@ -81,11 +88,15 @@ func TestMismatchedAllToAllV(t *testing.T) {
 // TestKillMidAllReduce: a rank SIGKILLed in the middle of a 64 MiB
 // all-reduce leaves every survivor with an error matching ErrPeerLost,
 // soon, and a clean exit (its own, with the peer-lost status) with no
-// fence left live.
+// fence left live. The plain run takes 2 processes over TCP and 4 over
+// shared memory; CHOREO_TEST_FULL=1 both sizes over both.
 func TestKillMidAllReduce(t *testing.T) {
 	for _, tr := range transports {
 		for _, n := range []int{2, 4} {
-			t.Run(fmt.Sprintf("%s/%d", tr, n), func(t *testing.T) { killMidAllReduce(t, tr, n) })
+			t.Run(fmt.Sprintf("%s/%d", tr, n), func(t *testing.T) {
+				testenv.Sliced(t, (tr == "tcp") == (n == 2))
+				killMidAllReduce(t, tr, n)
+			})
 		}
 	}
 }
