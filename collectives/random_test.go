@@ -865,7 +865,7 @@ func rndRunWorld(t *testing.T, cfg rndConfig) {
 		}
 		rcancel()
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for testenv.Fences(t, rt).Live() != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
@@ -930,7 +930,7 @@ func (rk *rndRank) finish() {
 			continue
 		}
 		if !stopped {
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(30 * time.Second)
 			for g.Comm().Pending() != 0 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}

@@ -86,7 +86,7 @@ func TestPanickingDoneCallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the stream stopped after a panicking callback")
 	}
 	if err := ev.Wait(testenv.Ctx(t, 5*time.Second)); err != nil {

@@ -145,7 +145,7 @@ func TestR14PanicBecomesError(t *testing.T) {
 			if !ok(err) {
 				t.Fatalf("task %d: unexpected result %v", i, err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("task %d never finished: the stream died", i)
 		}
 	}

@@ -306,7 +306,7 @@ func TestFreeAndAllocWhileBlocked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatalf("%q blocked for 5s while a stream waits on a fence", step.Load())
 	}
 	gate.Store(1)

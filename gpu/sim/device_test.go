@@ -129,7 +129,10 @@ func TestDeviceCloseReleases(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Device.Close with blocked work: %v", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	// A bound, not a speed: the blocked work never ends, so a Close that
+	// waited for it would never return; a loaded machine may take seconds
+	// past the 100 ms close timeout.
+	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("Device.Close took %v", d)
 	}
 	if err := waitDone(t, done); !errors.Is(err, gpu.ErrClosed) {
