@@ -2,7 +2,7 @@
 // processes on loopback (`demo node check ...`, started by `demo launch`
 // or by the tests themselves acting as the launcher), checked from the
 // outside:
-//   - every op correct on the R20 matrix, on 2 and 4 processes, over TCP
+//   - every op correct on the check matrix, on 2 and 4 processes, over TCP
 //     and shared memory: the exchange ops (all-to-all even and uneven with
 //     zero counts, gather, scatter, reduce to a root, a batched ring) too;
 //   - a rank killed with SIGKILL in the middle of a 64 MiB all-reduce
@@ -11,8 +11,15 @@
 //   - mismatched shapes across processes (an all-reduce, an all-to-all's
 //     counts) fail on every rank with ErrShapeMismatch;
 //   - strangers on the control plane (garbage bytes, a wrong secret, a
-//     rank of another run) are refused while a cluster runs, and its
-//     collectives go on unaffected.
+//     recorded control connection replayed, a rank of another run) are
+//     refused while a cluster runs, and its collectives go on unaffected;
+//   - failures at start fail fast and named: a wrong secret (authentication
+//     failed), ranks asking for different transports (ErrMismatch naming
+//     each), a rank restarted in the rendezvous (accepted), a rank lost
+//     between the roster and the data plane (ErrPeerLost naming it);
+//   - a rank paused 3 s (SIGSTOP, then SIGCONT) resumes in its group; one
+//     paused 20 s with a 10 s peer timeout is lost on every other rank
+//     within 11 s (with CHOREO_TEST_FULL=1).
 //
 // The frame and handshake decoders of the data plane are fuzzed in
 // collectives/transport/tcp (FuzzFrame, FuzzHandshake, FuzzInbound), run
