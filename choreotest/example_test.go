@@ -75,10 +75,10 @@ func ExampleWatch_allReduceKit() {
 	sum, err := array.ToSlice[float32](ctx, outs[0]) // the recorded commands really ran
 	fmt.Println("sum:", sum, err)
 	// Output:
-	// rank 0 gpu:   [fill copy-d2h+update wait copy-h2d]
+	// rank 0 gpu:   [fill copy-d2h+update wait+copy-h2d]
 	// rank 0 tasks: 1
 	// rank 0 fence: [allreduce: gpu.update(1) gpu.wait(2) cpu.wait(1) cpu.update(2)]
-	// rank 1 gpu:   [fill copy-d2h+update wait copy-h2d]
+	// rank 1 gpu:   [fill copy-d2h+update wait+copy-h2d]
 	// rank 1 tasks: 1
 	// rank 1 fence: [allreduce: gpu.update(1) gpu.wait(2) cpu.wait(1) cpu.update(2)]
 	// sum: [3 3 3 3] <nil>

@@ -114,7 +114,7 @@ func TestKitAllReduceStagedPendingInput(t *testing.T) {
 	}
 	w.allReduceAll(t, xs)
 	w.expectSame(t, wt, choreotest.Plan{
-		GPU:   []string{"fill", "copy-d2h+update", "wait", "copy-h2d"},
+		GPU:   []string{"fill", "copy-d2h+update", "wait+copy-h2d"},
 		Tasks: 1,
 		Fence: []string{"allreduce: gpu.update(1) gpu.wait(2) cpu.wait(1) cpu.update(2)"},
 	})
@@ -208,7 +208,7 @@ func TestKitSendRecv(t *testing.T) {
 	recv := choreotest.Plan{GPU: []string{"wait"}, Tasks: 1, Fence: []string{"recv: gpu.wait(1) cpu.update(1)"}}
 	if w.staged {
 		send.GPU, send.Fence = []string{"copy-d2h+update"}, []string{"send: gpu.update(1) cpu.wait(1)"}
-		recv.GPU = []string{"wait", "copy-h2d"}
+		recv.GPU = []string{"wait+copy-h2d"}
 	}
 	if err := wt.Expect(w.ctx, send, recv); err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestKitAllGatherPendingInput(t *testing.T) {
 	p := choreotest.Plan{GPU: []string{"wait", "fill", "update", "wait"}, Tasks: 1,
 		Fence: []string{"allgather: gpu.update(1) gpu.wait(2) cpu.wait(1) cpu.update(2)"}}
 	if w.staged {
-		p.GPU = []string{"wait", "fill", "copy-d2h+update", "wait", "copy-h2d"}
+		p.GPU = []string{"wait", "fill", "copy-d2h+update", "wait+copy-h2d"}
 	}
 	w.expectSame(t, wt, p)
 	got, err := array.ToSlice[float32](w.ctx, outs[1])
@@ -286,7 +286,7 @@ func TestKitAllReduceShapeMismatch(t *testing.T) {
 	}
 	p := choreotest.Plan{GPU: []string{"wait"}, Tasks: 1, Fence: []string{"allreduce: gpu.wait(1) failed"}}
 	if w.staged {
-		p.GPU = []string{"copy-d2h+update", "wait", "copy-h2d"}
+		p.GPU = []string{"copy-d2h+update", "wait+copy-h2d"}
 		p.Fence = []string{"allreduce: gpu.update(1) gpu.wait(2) cpu.wait(1) failed"}
 	}
 	w.expectSame(t, wt, p)

@@ -42,30 +42,43 @@ func (c *call) encodeInput() (streams.Event, error) {
 }
 
 // encodeOutput puts the output side on the GPU stream: per part, the wait
-// for the task's update and the copy back (staged). The output's readiness
-// is the last of them; a failed fence fails the output, whichever wait.
+// for the task's update and, staged, the copy back, as one Enqueue (one
+// batch on the queue, not two). The output's readiness is the last of
+// them; a failed fence fails the output, whichever wait, and so does a
+// failed copy back.
 func (c *call) encodeOutput() (streams.Event, error) {
 	if c.out == nil {
 		return streams.Event{}, nil
 	}
 	nb := c.out.NBytes()
+	out := weakOutput{weak.Make(c.out)}
 	var ev streams.Event
 	var err error
 	for i := range c.parts {
 		var guard fence.Guarded
 		if i == 0 {
-			guard = weakOutput{weak.Make(c.out)}
+			guard = out
 		}
-		if ev, err = c.fout.WaitGPU(c.s, guard); err != nil {
-			return streams.Event{}, err
-		}
+		var then []gpu.Command
+		var done func(error)
 		if c.hostOut != nil {
 			lo, hi := c.span(i, nb)
-			if err := c.enqueueCopy(gpu.Copy{Dst: c.outMem.Buffer(), DstOff: lo, Src: c.hostOut.buf, SrcOff: lo, Bytes: hi - lo},
-				c.hostOut, c.outMem, "copy output back"); err != nil {
+			release, err := c.holdForCopy(c.hostOut, c.outMem)
+			if err != nil {
 				return streams.Event{}, err
 			}
-			ev = c.s.Last()
+			then = []gpu.Command{gpu.Copy{Dst: c.outMem.Buffer(), DstOff: lo, Src: c.hostOut.buf, SrcOff: lo, Bytes: hi - lo}}
+			done = func(err error) { // called once, also when the wait could not be enqueued
+				if err != nil {
+					err = fmt.Errorf("wait and copy output back: %w", err)
+					c.failFences(err)
+					out.Fail(err)
+				}
+				release()
+			}
+		}
+		if ev, err = c.fout.WaitGPUThen(c.s, guard, then, done); err != nil {
+			return streams.Event{}, err
 		}
 	}
 	c.out.SetEvent(ev)
@@ -83,23 +96,4 @@ func (c *call) holdForCopy(host *shared, mem *array.Memory) (release func(), err
 		host.release()
 		mem.Release()
 	}, nil
-}
-
-// enqueueCopy puts a staging copy on the GPU stream, holding its shares
-// until it has run. A failed copy fails the call's fences.
-func (c *call) enqueueCopy(cp gpu.Copy, host *shared, mem *array.Memory, what string) error {
-	release, err := c.holdForCopy(host, mem)
-	if err != nil {
-		return err
-	}
-	_, err = c.s.Enqueue([]gpu.Command{cp}, func(err error) {
-		if err != nil {
-			c.failFences(fmt.Errorf("%s: %w", what, err))
-		}
-		release()
-	})
-	if err != nil {
-		release()
-	}
-	return err
 }

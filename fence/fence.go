@@ -203,9 +203,24 @@ func (f *Fence) UpdateGPUAfter(s *streams.GPU, x Input, cmds []gpu.Command, done
 // fence is released by failure (R11). The returned Event completes once the
 // stream has passed the wait: it is the readiness of out.
 func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
+	return f.WaitGPUThen(s, out, nil, nil)
+}
+
+// WaitGPUThen is WaitGPU with cmds enqueued just after the wait, as one
+// unit (one batch on the queue, where two Enqueues could be two): if one
+// of them fails, the fence fails, as if the wait had. done, if not nil, is
+// called exactly once: with their outcome, before the fence hears of it,
+// or with the error when WaitGPUThen fails (cmds then do not run). The
+// returned Event completes once the stream has passed the wait and run
+// cmds.
+func (f *Fence) WaitGPUThen(s *streams.GPU, out Guarded, cmds []gpu.Command, done func(error)) (streams.Event, error) {
 	st := f.st
 	if s == nil {
-		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: nil stream: %w", st, gpu.ErrBadArgument)
+		err := fmt.Errorf("fence %s: wait_gpu: nil stream: %w", st, gpu.ErrBadArgument)
+		if done != nil {
+			done(err)
+		}
+		return streams.Event{}, err
 	}
 	st.mu.Lock()
 	if st.done {
@@ -214,7 +229,11 @@ func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 		if out != nil {
 			failGuarded(out, cause)
 		}
-		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu: %w", st, cause)
+		err := fmt.Errorf("fence %s: wait_gpu: %w", st, cause)
+		if done != nil {
+			done(err)
+		}
+		return streams.Event{}, err
 	}
 	st.gpuCount++
 	v := st.gpuCount
@@ -226,10 +245,18 @@ func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 	st.pending++
 	st.noteTrackLocked(s)
 	st.mu.Unlock()
+	cb := st.commandDone
+	if done != nil {
+		cb = func(err error) {
+			done(err)
+			st.commandDone(err)
+		}
+	}
+	batch := append([]gpu.Command{gpu.WaitValue{Word: st.words.cpu, Value: v}}, cmds...)
 	note := trace.Note{Name: "fence wait", Fence: st.id, Value: v, Word: trace.CPUWord, Flow: trace.FlowIn}
-	ev, err := s.EnqueueNoted([]gpu.Command{gpu.WaitValue{Word: st.words.cpu, Value: v}}, st.commandDone, note)
+	ev, err := s.EnqueueNoted(batch, cb, note)
 	if err != nil {
-		st.commandDone(err)
+		cb(err)
 		return streams.Event{}, fmt.Errorf("fence %s: wait_gpu(%d): %w", st, v, err)
 	}
 	return ev, nil
