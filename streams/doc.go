@@ -2,9 +2,11 @@
 //
 //   - GPU: one in-order queue on one device. The actor is the backend's
 //     queue (its FIFO and worker own the order); the GPU handle is a thin
-//     sender that numbers each Enqueue and submits it straight to the
-//     queue, and reports each command's completion (or error) through its
-//     callback and through Events that arrays and fences wait on.
+//     sender that numbers each Enqueue and hands it straight to the queue
+//     (posted where the queue is a gpu.Poster, as CUDA's is: the queue's
+//     own goroutine makes the driver calls, never the caller), and
+//     reports each command's completion (or error) through its callback
+//     and through Events that arrays and fences wait on.
 //   - Comm: the communication stream, a protoactor actor that runs CPU
 //     tasks one at a time, in the order they were submitted. A task that
 //     fails or panics becomes an error passed to its done callback (R14);
@@ -14,17 +16,23 @@
 // comm stream is streams.DefaultComm(rt). The package imports actors, gpu
 // and internal/spin.
 //
-// Goroutine hand-offs on a 2-rank all-reduce of a ready input on a
-// host-visible device, from the call to the caller's Wait returning (each
-// is a park and a wake-up where no processor is spare to spin):
+// Goroutine hand-offs on a 2-rank all-reduce of a ready input, from the
+// call to the caller's Wait returning (each is a park and a wake-up where
+// no processor is spare to spin):
 //
 //  1. caller -> rank's comm stream goroutine (the task is posted)
 //  2. the first rank's task -> the last one's (the transport's rendezvous)
-//  3. comm task's fence update -> the queue's worker (its GPU-side wait passes)
-//  4. queue worker -> caller (the output's Event completes)
+//  3. comm task's fence update -> the queue's worker (the GPU-side wait
+//     passes; under CUDA the GPU sees the store itself)
+//  4. queue worker -> caller (the output's Event completes; under CUDA the
+//     worker is the queue's poller, which sees the GPU's completion mark)
 //
-// The GPU side's wait reaches the queue's worker on a path of its own
-// (caller -> worker), not on the critical path. Before the GPU stream
-// became a thin sender it took two: caller -> the stream actor's
-// dispatcher -> the worker.
+// The GPU side reaches the queue on a path of its own, not on the critical
+// path: per rank one Enqueue for the input side (the fence update, after
+// the staging copy where there is one) and one for the output side (the
+// fence wait, then the copy back where there is one), each a hand-off caller -> the queue's worker (under CUDA its
+// issuer, which polls briefly for the next batch before it parks). The
+// caller only appends and wakes: the driver calls (about 12 us a batch on
+// an H200) run on each rank's issuer, in parallel, while the caller goes
+// on to the next rank's call.
 package streams
