@@ -40,11 +40,13 @@ func (peerInfo) AuthType() string { return authType }
 // then carries AES-256-GCM records (recordConn). It is safe for concurrent
 // use; Clone shares its gate and its record of failures.
 //
-// Server side: the handshake holds one of the gate's slots and is bounded
-// by timeout; it reads into one fixed buffer, allocates nothing more for
-// a stranger, and logs a wrong proof at Warn ("authentication failed"), a
+// Server side: the handshake waits in the gates (handshakeGates: quiet
+// until the client's first message is in, spoken until its proof checks
+// out) and is bounded by timeout; it reads into one fixed buffer,
+// allocates nothing more for a stranger, and logs a wrong proof or a
+// client's refusal of its own at Warn ("authentication failed"), a
 // connection closed before its first byte (a reachability probe), a
-// silent one or one cut by the gate at Debug.
+// silent one or one cut by a gate at Debug.
 //
 // Client side: the handshake is bounded by dialWait (the peer timeout: a
 // paused peer is not refused sooner) and by grpc's context; a refusal, a
@@ -56,7 +58,7 @@ type controlCreds struct {
 	timeout     time.Duration // a server handshake's bound
 	dialWait    time.Duration // a client handshake's bound
 	peerTimeout time.Duration // the record layer's silence bound
-	gate        *gate.Gate
+	gates       *handshakeGates
 	log         *zap.Logger
 	failures    *authFailures
 }
@@ -85,13 +87,13 @@ func (a *authFailures) get() error {
 func newControlCreds(secret []byte, addr string, timeout, peerTimeout time.Duration, log *zap.Logger) *controlCreds {
 	return &controlCreds{
 		secret: secret, addr: addr, timeout: timeout, dialWait: max(timeout, peerTimeout), peerTimeout: peerTimeout,
-		gate: gate.New(gate.DefaultSlots, gate.DefaultMinAge), log: log, failures: &authFailures{},
+		gates: newHandshakeGates(), log: log, failures: &authFailures{},
 	}
 }
 
 // Info implements credentials.TransportCredentials.
 func (c *controlCreds) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: authType, SecurityVersion: "2"}
+	return credentials.ProtocolInfo{SecurityProtocol: authType, SecurityVersion: "3"}
 }
 
 // Clone implements credentials.TransportCredentials.
@@ -107,38 +109,58 @@ func (c *controlCreds) OverrideServerName(string) error { return nil }
 // ServerHandshake authenticates a connection a stranger may have opened.
 func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	from := raw.RemoteAddr().String()
-	pass, err := c.gate.Admit(raw)
+	_ = raw.SetDeadline(time.Now().Add(c.timeout)) // gRPC clears it once HTTP/2 has started
+	g, err := c.gates.admit(raw)
 	if err != nil {
 		c.log.Debug("remote: handshake slots full: refused a connection", zap.String("peer", from))
 		return nil, nil, fmt.Errorf("actors: remote: handshake from %s: %w", from, err)
 	}
-	defer pass.Done()
-	_ = raw.SetDeadline(time.Now().Add(c.timeout)) // gRPC clears it once HTTP/2 has started
+	defer g.leave()
 	var t hsTranscript
+	var buf [hsClientMax]byte
+	n, err := parseClientHello(raw, &buf, &t)
+	if err == nil {
+		err = g.heard()
+	}
+	if err != nil {
+		return c.serverFailed(from, g, n, err)
+	}
 	if err := nonce(&t.server); err != nil {
 		return nil, nil, err
 	}
-	var hello [hsServerHello]byte
-	hello[0] = hsVersion
-	copy(hello[1:], t.server[:])
-	if _, err := raw.Write(hello[:]); err != nil {
-		return c.serverFailed(from, pass, 0, err)
+	reply := t.serverReply(c.secret)
+	if _, err := raw.Write(reply[:]); err != nil {
+		return c.serverFailed(from, g, n, err)
 	}
-	var buf [hsClientMax]byte
-	proof, n, err := parseClientHello(raw, &buf, &t)
-	if err != nil {
-		return c.serverFailed(from, pass, n, err)
+	answer := buf[:hsAnswer]
+	m, err := io.ReadFull(raw, answer[:1])
+	n += m
+	if err == nil && answer[0] == hsAccept {
+		m, err = io.ReadFull(raw, answer[1:])
+		n += m
 	}
-	if !hmac.Equal(proof, t.proof(c.secret, clientLabel)) {
+	switch {
+	case err != nil:
+		return c.serverFailed(from, g, n, err)
+	case answer[0] == hsRefuse:
+		c.log.Warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr),
+			zap.String("why", "the client refused this runtime's proof of the group secret"))
+		return nil, nil, fmt.Errorf("actors: remote: handshake from %s claiming %q: it refused this runtime's proof: %w", from, t.addr, ErrAuth)
+	case answer[0] != hsAccept:
+		return c.serverFailed(from, g, n, fmt.Errorf("%w: answer byte %#x", errHandshake, answer[0]))
+	case !hmac.Equal(answer[1:], t.proof(c.secret, clientLabel)):
 		_, _ = raw.Write([]byte{hsRefuse})
-		c.log.Warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr))
+		c.log.Warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr),
+			zap.String("why", "the client's proof of the group secret is wrong"))
 		return nil, nil, fmt.Errorf("actors: remote: handshake from %s claiming %q: %w", from, t.addr, ErrAuth)
 	}
-	var answer [hsAnswer]byte
-	answer[0] = hsAccept
-	copy(answer[1:], t.proof(c.secret, serverLabel))
-	if _, err := raw.Write(answer[:]); err != nil {
-		return c.serverFailed(from, pass, n, err)
+	// the client has proved the secret: out of the gates' reach before it
+	// learns that it may use the connection
+	if !g.keep() {
+		return c.serverFailed(from, g, n, errCut)
+	}
+	if _, err := raw.Write([]byte{hsAccept}); err != nil {
+		return c.serverFailed(from, g, n, err)
 	}
 	rc, err := c.records(raw, &t, false, t.addr)
 	if err != nil {
@@ -150,13 +172,15 @@ func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 // serverFailed logs a server handshake that broke off after n bytes read
 // and returns its error (io.EOF, which gRPC does not log, for a connection
 // closed before its first byte).
-func (c *controlCreds) serverFailed(from string, pass *gate.Pass, n int, err error) (net.Conn, credentials.AuthInfo, error) {
+func (c *controlCreds) serverFailed(from string, g *guest, n int, err error) (net.Conn, credentials.AuthInfo, error) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, errHandshake):
 		c.log.Warn("remote: refused a connection: not a choreo control handshake", zap.String("peer", from), zap.Error(err))
-	case pass.Cut():
+	case errors.Is(err, errCut) || g.cut():
 		c.log.Debug("remote: handshake cut to make room", zap.String("peer", from), zap.Int("read", n))
+	case errors.Is(err, gate.ErrFull):
+		c.log.Debug("remote: handshake slots full: refused a connection", zap.String("peer", from), zap.Int("read", n))
 	case n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
 		c.log.Debug("remote: connection closed before its handshake", zap.String("peer", from))
 		return nil, nil, io.EOF
@@ -196,33 +220,34 @@ func (c *controlCreds) ClientHandshake(ctx context.Context, authority string, ra
 		}
 		return fmt.Errorf("actors: remote: handshake with %s: %s: %w", authority, what, err)
 	}
-	var hello [hsServerHello]byte
-	if _, err := io.ReadFull(raw, hello[:]); err != nil {
-		return nil, nil, fail("reading its hello", err)
-	}
-	if hello[0] != hsVersion {
-		return nil, nil, fail("not a choreo control server", fmt.Errorf("version byte %#x, want %#x: %w", hello[0], hsVersion, ErrAuth))
-	}
 	t := hsTranscript{addr: c.addr}
-	copy(t.server[:], hello[1:])
 	if err := nonce(&t.client); err != nil {
 		return nil, nil, err
 	}
-	if _, err := raw.Write(t.clientHello(c.secret)); err != nil {
-		return nil, nil, fail("sending this runtime's proof", err)
+	if _, err := raw.Write(t.clientHello()); err != nil {
+		return nil, nil, fail("sending this runtime's hello", err)
 	}
-	var answer [hsAnswer]byte
-	if _, err := io.ReadFull(raw, answer[:1]); err != nil {
-		return nil, nil, fail("reading its answer", err)
-	}
-	if answer[0] != hsAccept {
-		return nil, nil, fail("it refused this runtime's proof of the group secret", ErrAuth)
-	}
-	if _, err := io.ReadFull(raw, answer[1:]); err != nil {
+	var reply [hsServerReply]byte
+	if _, err := io.ReadFull(raw, reply[:]); err != nil {
 		return nil, nil, fail("reading its proof", err)
 	}
-	if !hmac.Equal(answer[1:], t.proof(c.secret, serverLabel)) {
+	copy(t.server[:], reply[:hsNonce])
+	if !hmac.Equal(reply[hsNonce:], t.proof(c.secret, serverLabel)) {
+		_, _ = raw.Write([]byte{hsRefuse})
 		return nil, nil, fail("its proof of the group secret is wrong", ErrAuth)
+	}
+	var answer [hsAnswer]byte
+	answer[0] = hsAccept
+	copy(answer[1:], t.proof(c.secret, clientLabel))
+	if _, err := raw.Write(answer[:]); err != nil {
+		return nil, nil, fail("sending this runtime's proof", err)
+	}
+	var verdict [1]byte
+	if _, err := io.ReadFull(raw, verdict[:]); err != nil {
+		return nil, nil, fail("reading its verdict", err)
+	}
+	if verdict[0] != hsAccept {
+		return nil, nil, fail("it refused this runtime's proof of the group secret", ErrAuth)
 	}
 	_ = raw.SetDeadline(time.Time{})
 	rc, err := c.records(raw, &t, true, authority)

@@ -213,8 +213,9 @@ func TestHandshakeWrongSecretEitherSide(t *testing.T) {
 	}
 }
 
-// TestHandshakeBadServerProof: a server that accepts without knowing the
-// secret (its proof is random) fails the client's handshake.
+// TestHandshakeBadServerProof: a server that answers without knowing the
+// secret (its proof is random) fails the client's handshake, and the
+// client refuses it rather than send a proof of its own.
 func TestHandshakeBadServerProof(t *testing.T) {
 	leakCheck(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -222,27 +223,26 @@ func TestHandshakeBadServerProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = ln.Close() }()
-	done := make(chan struct{})
+	done := make(chan []byte, 1) // what the client answered
 	go func() {
-		defer close(done)
 		c, err := ln.Accept()
 		if err != nil {
+			done <- nil
 			return
 		}
 		defer func() { _ = c.Close() }()
-		hello := make([]byte, hsServerHello)
-		hello[0] = hsVersion
-		_, _ = c.Write(hello)
 		var buf [hsClientMax]byte
 		var tr hsTranscript
-		if _, _, err := parseClientHello(c, &buf, &tr); err != nil {
+		if _, err := parseClientHello(c, &buf, &tr); err != nil {
+			done <- nil
 			return
 		}
-		answer := make([]byte, hsAnswer)
-		_, _ = rand.Read(answer)
-		answer[0] = hsAccept
-		_, _ = c.Write(answer)
-		_, _ = c.Read(make([]byte, 1))
+		reply := make([]byte, hsServerReply)
+		_, _ = rand.Read(reply)
+		_, _ = c.Write(reply)
+		_ = c.SetReadDeadline(time.Now().Add(testBound))
+		got, _ := io.ReadAll(c)
+		done <- got
 	}()
 	cli := newSide(groupSecret, "127.0.0.1:4242", time.Minute)
 	_, _, err = dialHandshake(t, cli, ln.Addr().String())
@@ -252,7 +252,9 @@ func TestHandshakeBadServerProof(t *testing.T) {
 	if !errors.Is(cli.c.authFailure(), ErrAuth) {
 		t.Fatalf("AuthFailure %v", cli.c.authFailure())
 	}
-	<-done
+	if got := <-done; !bytes.Equal(got, []byte{hsRefuse}) {
+		t.Fatalf("the client answered %x, want a refusal alone", got)
+	}
 }
 
 // recorder is a raw connection that keeps what its client writes.
@@ -307,8 +309,8 @@ func TestHandshakeReplayRefused(t *testing.T) {
 	_, _ = re.Write(recorded)
 	_ = re.SetReadDeadline(time.Now().Add(testBound))
 	got, _ := io.ReadAll(re)
-	if len(got) != hsServerHello+1 || got[hsServerHello] != hsRefuse {
-		t.Fatalf("the replay got %d bytes back (%x), want the server's hello and a refusal", len(got), got)
+	if len(got) != hsServerReply+1 || got[hsServerReply] != hsRefuse {
+		t.Fatalf("the replay got %d bytes back (%x), want the server's nonce and proof and a refusal", len(got), got)
 	}
 	if r := serverDone(t, res); !errors.Is(r.err, ErrAuth) {
 		t.Fatalf("server: %v, want ErrAuth", r.err)

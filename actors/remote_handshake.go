@@ -15,35 +15,43 @@ import (
 var ErrAuth = errors.New("authentication failed")
 
 // The control handshake, on the raw TCP connection before HTTP/2 starts
-// (all lengths in bytes):
+// (all lengths in bytes). The client speaks first, as soon as it has
+// connected, so a server can tell a real client from a silent stranger by
+// whether its first message is in (see handshakeGates):
 //
-//	server -> client  version(1) | server nonce(32)
-//	client -> server  version(1) | client nonce(32) | len(1) | address(len) | client proof(32)
-//	server -> client  accept(1)  | server proof(32)     or     refuse(1), then close
+//	client -> server  version(1) | client nonce(32) | len(1) | address(len)
+//	server -> client  server nonce(32) | server proof(32)
+//	client -> server  accept(1) | client proof(32)    or    refuse(1), then close
+//	server -> client  accept(1)                       or    refuse(1), then close
 //
-// The client proof is HMAC-SHA256(secret, clientLabel | server nonce |
-// client nonce | len | address), the server proof the same with
-// serverLabel; address is the client's advertised control address (what
-// its PIDs carry), 1 to 255 bytes. Both nonces are fresh random bytes, so
-// no message of one handshake is valid in another. Each direction's
-// record key is HKDF-SHA256(secret, salt: server nonce | client nonce,
-// info: its label).
+// The server proof is HMAC-SHA256(secret, serverLabel | server nonce |
+// client nonce | len | address), the client proof the same with
+// clientLabel; address is the client's advertised control address (what
+// its PIDs carry), 1 to 255 bytes. The client checks the server's proof
+// before it sends its own, and refuses a wrong one (so the server, too,
+// learns that the secrets differ). Both nonces are fresh random bytes and
+// the two proofs are under different labels, so no message of one
+// handshake is valid in another, nor one side's proof as the other's.
+// Until the client's proof checks out the server reads into one fixed
+// buffer of hsClientMax bytes. Each direction's record key is
+// HKDF-SHA256(secret, salt: server nonce | client nonce, info: its label).
 const (
-	hsVersion   = 2
+	hsVersion   = 3
 	hsNonce     = 32
 	hsMAC       = sha256.Size
 	hsMaxAddr   = 255
 	hsAccept    = 1
 	hsRefuse    = 0
-	clientLabel = "choreo control v2 client proof"
-	serverLabel = "choreo control v2 server proof"
-	c2sLabel    = "choreo control v2 client to server"
-	s2cLabel    = "choreo control v2 server to client"
-	// hsServerHello and hsClientMax are the two fixed buffers a handshake
-	// reads into.
-	hsServerHello = 1 + hsNonce
+	clientLabel = "choreo control v3 client proof"
+	serverLabel = "choreo control v3 server proof"
+	c2sLabel    = "choreo control v3 client to server"
+	s2cLabel    = "choreo control v3 server to client"
+	// hsClientFixed is the client's first message up to its address,
+	// hsClientMax the server's one buffer (the client's first message at
+	// its longest; its later answer fits too).
 	hsClientFixed = 1 + hsNonce + 1
-	hsClientMax   = hsClientFixed + hsMaxAddr + hsMAC
+	hsClientMax   = hsClientFixed + hsMaxAddr
+	hsServerReply = hsNonce + hsMAC
 	hsAnswer      = 1 + hsMAC
 )
 
@@ -80,14 +88,21 @@ func nonce(n *[hsNonce]byte) error {
 	return nil
 }
 
-// clientHello is the client's message: version, nonce, address, proof.
-func (t *hsTranscript) clientHello(secret []byte) []byte {
-	b := make([]byte, 0, hsClientFixed+len(t.addr)+hsMAC)
+// clientHello is the client's first message: version, nonce, address.
+func (t *hsTranscript) clientHello() []byte {
+	b := make([]byte, 0, hsClientFixed+len(t.addr))
 	b = append(b, hsVersion)
 	b = append(b, t.client[:]...)
 	b = append(b, byte(len(t.addr)))
-	b = append(b, t.addr...)
-	return append(b, t.proof(secret, clientLabel)...)
+	return append(b, t.addr...)
+}
+
+// serverReply is the server's message: its nonce and its proof.
+func (t *hsTranscript) serverReply(secret []byte) [hsServerReply]byte {
+	var r [hsServerReply]byte
+	copy(r[:], t.server[:])
+	copy(r[hsNonce:], t.proof(secret, serverLabel))
+	return r
 }
 
 // errHandshake is a handshake that broke off for a reason other than a
@@ -95,32 +110,32 @@ func (t *hsTranscript) clientHello(secret []byte) []byte {
 // logs it and closes.
 var errHandshake = errors.New("not a choreo control handshake")
 
-// parseClientHello reads the client's message into t (whose server nonce
-// is set) from r, into buf alone, and returns the proof it carries.
-func parseClientHello(r io.Reader, buf *[hsClientMax]byte, t *hsTranscript) (proof []byte, n int, err error) {
+// parseClientHello reads the client's first message into t from r, into
+// buf alone, and returns how many bytes it read.
+func parseClientHello(r io.Reader, buf *[hsClientMax]byte, t *hsTranscript) (n int, err error) {
 	// the version byte alone first: a stranger's bytes are refused at once
 	n, err = io.ReadFull(r, buf[:1])
 	if err != nil {
-		return nil, n, err
+		return n, err
 	}
 	if buf[0] != hsVersion {
-		return nil, n, fmt.Errorf("%w: version byte %#x, want %#x", errHandshake, buf[0], hsVersion)
+		return n, fmt.Errorf("%w: version byte %#x, want %#x", errHandshake, buf[0], hsVersion)
 	}
 	m, err := io.ReadFull(r, buf[1:hsClientFixed])
 	n += m
 	if err != nil {
-		return nil, n, err
+		return n, err
 	}
 	copy(t.client[:], buf[1:1+hsNonce])
 	al := int(buf[hsClientFixed-1])
 	if al == 0 {
-		return nil, n, fmt.Errorf("%w: empty address", errHandshake)
+		return n, fmt.Errorf("%w: empty address", errHandshake)
 	}
-	m, err = io.ReadFull(r, buf[hsClientFixed:hsClientFixed+al+hsMAC])
+	m, err = io.ReadFull(r, buf[hsClientFixed:hsClientFixed+al])
 	n += m
 	if err != nil {
-		return nil, n, err
+		return n, err
 	}
 	t.addr = string(buf[hsClientFixed : hsClientFixed+al])
-	return buf[hsClientFixed+al : hsClientFixed+al+hsMAC], n, nil
+	return n, nil
 }
