@@ -109,8 +109,9 @@ func (c *controlCreds) OverrideServerName(string) error { return nil }
 // ServerHandshake authenticates a connection a stranger may have opened.
 func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	from := raw.RemoteAddr().String()
-	_ = raw.SetDeadline(time.Now().Add(c.timeout)) // gRPC clears it once HTTP/2 has started
-	g, err := c.gates.admit(raw)
+	end := time.Now().Add(c.timeout)
+	_ = raw.SetDeadline(end) // gRPC clears it once HTTP/2 has started
+	g, err := c.gates.admit(raw, end)
 	if err != nil {
 		c.log.Debug("remote: handshake slots full: refused a connection", zap.String("peer", from))
 		return nil, nil, fmt.Errorf("actors: remote: handshake from %s: %w", from, err)

@@ -488,3 +488,119 @@ func TestRecordSilenceAndHeartbeats(t *testing.T) {
 	_ = cc.Close()
 	_ = sc.Close()
 }
+
+// silentFlood keeps n silent connections open to addr, each dialled again
+// as soon as the server closes it, until the returned func is called.
+func silentFlood(t *testing.T, addr string, n int) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := make([]byte, 8)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				_ = c.SetReadDeadline(time.Now().Add(testBound))
+				_, _ = c.Read(b) // until the server closes it
+				_ = c.Close()
+			}
+		}()
+	}
+	return func() { close(done); wg.Wait() }
+}
+
+// TestHandshakeThroughASilentFlood: while 300 silent connections are
+// redialled as fast as the server closes them, 50 handshakes in a row
+// each get in at once, and none of them is cut or refused by a gate.
+func TestHandshakeThroughASilentFlood(t *testing.T) {
+	leakCheck(t)
+	srv, cli := newSide(groupSecret, "server:1", time.Minute), newSide(groupSecret, "127.0.0.1:4242", time.Minute)
+	quit, drained := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(quit); <-drained }) // after the listener's cleanup
+	addr, res := listen(t, srv)
+	go func() { // the server's results, closing what it accepted
+		defer close(drained)
+		for {
+			select {
+			case r := <-res:
+				if r.err == nil {
+					_ = r.conn.Close()
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	stop := silentFlood(t, addr, 300)
+	time.Sleep(time.Second) // the flood is under way: quiet is full
+	var errs []error
+	for range 50 {
+		c, _, err := dialHandshake(t, cli, addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, err := c.Write([]byte("hello")); err != nil {
+			errs = append(errs, err)
+		}
+		_ = c.Close()
+	}
+	stop()
+	q, s := srv.c.gates.quiet.Stats(), srv.c.gates.spoken.Stats()
+	t.Logf("quiet gate %+v, spoken gate %+v", q, s)
+	if len(errs) > 0 {
+		t.Fatalf("%d of 50 handshakes failed, the first: %v", len(errs), errs[0])
+	}
+	if q.Cut+q.Refused == 0 {
+		t.Fatal("the flood never filled the quiet gate: it tested nothing")
+	}
+	if s.Cut+s.Refused != 0 {
+		t.Fatalf("the spoken gate cut or refused %d connections, want none", s.Cut+s.Refused)
+	}
+	if srv.warned("") != 0 {
+		t.Fatalf("the flood was logged at Warn: %v", srv.logs.FilterLevelExact(zapcore.WarnLevel).All())
+	}
+}
+
+// TestHandshakeSlowFirstMessage is the false-positive twin of the quiet
+// gate: a client that pauses 1 s between connecting and its first message
+// still gets in on an idle server.
+func TestHandshakeSlowFirstMessage(t *testing.T) {
+	leakCheck(t)
+	srv, cli := newSide(groupSecret, "server:1", time.Minute), newSide(groupSecret, "127.0.0.1:4242", time.Minute)
+	addr, res := listen(t, srv)
+	raw, err := net.DialTimeout("tcp", addr, testBound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testBound)
+	defer cancel()
+	cc, _, err := cli.c.ClientHandshake(ctx, addr, raw)
+	if err != nil {
+		t.Fatalf("a client 1 s slow to speak: %v", err)
+	}
+	r := serverDone(t, res)
+	if r.err != nil {
+		t.Fatalf("server: %v", r.err)
+	}
+	if _, err := cc.Write([]byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r.conn, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	_ = cc.Close()
+	_ = r.conn.Close()
+}

@@ -3,10 +3,13 @@ package actors_test
 // Strangers cost a runtime's control port a fixed small buffer each, for
 // a bounded time: a flood of HTTP/2 streams claiming 16 MiB bodies and
 // thousands of silent connections leave its memory and its descriptors
-// where they were, and its remoting working.
+// where they were, and its remoting working; a flood of silent connections
+// redialled as fast as they are closed keeps no real client out.
 
 import (
+	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -15,6 +18,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/credentials"
+
+	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/wire"
 )
 
 // stats is what a peer's "stats" command reports.
@@ -202,4 +210,123 @@ func TestRemoteStrangersCostLittle(t *testing.T) {
 	b.ping(a, 4, 0)
 	a.close()
 	b.close()
+}
+
+// redialFlood keeps n silent connections open to addr: each one the server
+// closes is dialled again at once, until stop is called, which closes them
+// all and returns how many dials were made.
+func redialFlood(addr string, n int) (stop func() int64) {
+	var (
+		wg    sync.WaitGroup
+		dials atomic.Int64
+		mu    sync.Mutex
+		open  = map[net.Conn]bool{}
+		done  = make(chan struct{})
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 64)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				dials.Add(1)
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				open[c] = true
+				mu.Unlock()
+				for { // until the server closes it, or stop does
+					if _, err := c.Read(buf); err != nil {
+						break
+					}
+				}
+				mu.Lock()
+				delete(open, c)
+				mu.Unlock()
+				_ = c.Close()
+			}
+		}()
+	}
+	return func() int64 {
+		close(done)
+		mu.Lock()
+		for c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+		return dials.Load()
+	}
+}
+
+// countingCreds are a client's credentials that count failed handshakes.
+type countingCreds struct {
+	credentials.TransportCredentials
+	failed *atomic.Int64
+	last   *atomic.Value // error
+}
+
+func (c countingCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		c.failed.Add(1)
+		c.last.Store(err)
+	}
+	return conn, info, err
+}
+
+func (c countingCreds) Clone() credentials.TransportCredentials {
+	return countingCreds{c.TransportCredentials.Clone(), c.failed, c.last}
+}
+
+// TestRemoteConnectsThroughASilentFlood: while 300 silent connections are
+// redialled against a runtime's control port as fast as it closes them,
+// 20 fresh authenticated connections in a row each get in at their first
+// handshake and deliver a message.
+func TestRemoteConnectsThroughASilentFlood(t *testing.T) {
+	noLeaks(t)
+	a := startPeer(t, "node", 0, secret)
+	stop := redialFlood(a.addr, 300)
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+	time.Sleep(time.Second) // the flood is under way: the server's gates are full
+	var failed atomic.Int64
+	var last atomic.Value
+	creds := countingCreds{actors.NewClientCredentials(secret, claim), &failed, &last}
+	start := time.Now()
+	for i := 1; i <= 20; i++ {
+		c, cc, ctx := rawClient(t, a.addr, creds)
+		s, err := c.Receive(ctx)
+		if err != nil {
+			t.Fatalf("connection %d: %v (failed handshakes: %d, the last: %v)", i, err, failed.Load(), last.Load())
+		}
+		if err := s.Send(batch(a, "choreo.wire.Ping", marshal(t, &wire.Ping{Nonce: uint64(i)}))); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		a.expect(fmt.Sprintf("got-ping %d", i))
+		_ = cc.Close()
+	}
+	took := time.Since(start)
+	dials := stop()
+	stopped = true
+	t.Logf("20 connections in %v through %d silent dials", took.Round(time.Millisecond), dials)
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of the connections' handshakes failed, the last: %v", n, last.Load())
+	}
+	if dials <= 300 {
+		t.Fatalf("only %d silent dials: the server never closed one, so the flood did not test its gates", dials)
+	}
+	a.close()
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/choreo-gpu/choreo/internal/gate"
 )
@@ -30,16 +31,28 @@ func newHandshakeGates() *handshakeGates {
 	}
 }
 
+// firstWait is how long admit waits, outside the gates, for a client's
+// first message to arrive before it seats the connection in quiet: a
+// client writes it right after connecting, but on a loaded machine it
+// may land a little after the server has taken the connection up.
+const firstWait = 50 * time.Millisecond
+
 // admit seats c in spoken when the fixed part of the client's first
-// message is already in (peeked, not read), else in quiet; it fails with
-// gate.ErrFull (c is left open). The caller calls leave on the guest when
-// the handshake ends, however it ends.
-func (g *handshakeGates) admit(c net.Conn) (*guest, error) {
+// message is in (peeked, not read) within firstWait, else in quiet; it
+// fails with gate.ErrFull (c is left open). It leaves c's read deadline
+// at end. The caller calls leave on the guest when the handshake ends,
+// however it ends.
+func (g *handshakeGates) admit(c net.Conn, end time.Time) (*guest, error) {
 	gu := &guest{conn: c, spoken: g.spoken}
 	first := g.quiet
-	if firstPartIn(c) {
+	wait := time.Now().Add(firstWait)
+	if end.Before(wait) {
+		wait = end
+	}
+	if firstPartIn(c, wait) {
 		first, gu.spoken = g.spoken, nil
 	}
+	_ = c.SetReadDeadline(end)
 	if err := gu.sit(first); err != nil {
 		return nil, err
 	}
@@ -47,8 +60,10 @@ func (g *handshakeGates) admit(c net.Conn) (*guest, error) {
 }
 
 // firstPartIn reports whether the fixed part of a client's first message
-// (version, nonce, address length) waits to be read on c, reading nothing.
-func firstPartIn(c net.Conn) bool {
+// (version, nonce, address length) is in on c by the deadline, reading
+// nothing; it stops waiting at the first byte that is not the version,
+// and when the client closes. It sets c's read deadline.
+func firstPartIn(c net.Conn, deadline time.Time) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false
@@ -57,11 +72,19 @@ func firstPartIn(c net.Conn) bool {
 	if err != nil {
 		return false
 	}
+	_ = c.SetReadDeadline(deadline)
 	var b [hsClientFixed]byte
 	n := -1
 	_ = rc.Read(func(fd uintptr) bool {
-		n, _, _ = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true // one try, never a wait
+		var err error
+		n, _, err = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR):
+			return false // nothing yet: wait for bytes, or the deadline
+		case err != nil || n == 0 || n == hsClientFixed || b[0] != hsVersion:
+			return true
+		}
+		return false // a part: wait for the rest
 	})
 	return n == hsClientFixed && b[0] == hsVersion && b[hsClientFixed-1] != 0
 }
