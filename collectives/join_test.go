@@ -229,10 +229,13 @@ func TestJoinAcrossProcesses(t *testing.T) {
 }
 
 // TestJoinNamesMissingRanks: a rendezvous that cannot complete fails on
-// every rank that came with ErrTimeout, naming the rank that did not.
+// every rank that came with ErrTimeout, naming the rank that did not. The
+// join timeout, which the test waits out, is long enough for the ranks
+// that come to meet on a loaded machine (with 2 s, rank 1's process
+// sometimes had not reached rank 0 yet, and both were named).
 func TestJoinNamesMissingRanks(t *testing.T) {
 	common := []string{envScenario + "=join", collectives.EnvWorldSize + "=3",
-		collectives.EnvHostfile + "=" + hostfile(t, 3), secretEnv(), collectives.EnvJoinTimeout + "=2s"}
+		collectives.EnvHostfile + "=" + hostfile(t, 3), secretEnv(), collectives.EnvJoinTimeout + "=10s"}
 	for r, lines := range ranks(t, common, rankEnvs(0, 1)) { // rank 2 never comes
 		if !has(lines, "ERR Timeout join") || !strings.Contains(strings.Join(lines, "\n"), "[2]") {
 			t.Errorf("rank %d: want ErrTimeout naming rank [2]:\n%s", r, strings.Join(lines, "\n"))
@@ -241,10 +244,12 @@ func TestJoinNamesMissingRanks(t *testing.T) {
 }
 
 // TestJoinRefusesAnotherRun: a rank of another run is refused with
-// ErrMismatch, and rank 0 gives up naming it missing.
+// ErrMismatch, and rank 0 gives up naming it missing. The join timeout,
+// which rank 0 waits out, is long enough for rank 1 to reach rank 0 (and
+// be refused) on a loaded machine rather than time out first.
 func TestJoinRefusesAnotherRun(t *testing.T) {
 	common := []string{envScenario + "=join", collectives.EnvWorldSize + "=2",
-		collectives.EnvHostfile + "=" + hostfile(t, 2), secretEnv(), collectives.EnvJoinTimeout + "=3s"}
+		collectives.EnvHostfile + "=" + hostfile(t, 2), secretEnv(), collectives.EnvJoinTimeout + "=10s"}
 	envs := rankEnvs(0, 1)
 	envs[0] = append(envs[0], collectives.EnvRun+"=this")
 	envs[1] = append(envs[1], collectives.EnvRun+"=stale")
