@@ -373,9 +373,9 @@ func TestRemoteReplayedConnectionRefused(t *testing.T) {
 	_, _ = re.Write(rec)
 	_ = re.SetReadDeadline(time.Now().Add(bound))
 	got, _ := io.ReadAll(re)
-	// the server's hello (version and a 32-byte nonce), then a 1-byte refusal
-	if len(got) != 34 || got[33] != 0 {
-		t.Fatalf("the replay got %d bytes back (%x), want a hello and a refusal", len(got), got)
+	// the server's nonce and proof (32 bytes each), then a 1-byte refusal
+	if len(got) != 65 || got[64] != 0 {
+		t.Fatalf("the replay got %d bytes back (%x), want the server's nonce and proof and a refusal", len(got), got)
 	}
 	a.awaitWarn("authentication failed")
 	b.ping(a, 6, 0)
