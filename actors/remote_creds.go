@@ -40,7 +40,7 @@ func (peerInfo) AuthType() string { return authType }
 // then carries AES-256-GCM records (recordConn). It is safe for concurrent
 // use; Clone shares its gate and its record of failures.
 //
-// Server side: the handshake waits in the gates (handshakeGates: quiet
+// Server side: the handshake waits behind a gate.Door (quiet
 // until the client's first message is in, spoken until its proof checks
 // out) and is bounded by timeout; it reads into one fixed buffer,
 // allocates nothing more for a stranger, and logs a wrong proof or a
@@ -58,7 +58,7 @@ type controlCreds struct {
 	timeout     time.Duration // a server handshake's bound
 	dialWait    time.Duration // a client handshake's bound
 	peerTimeout time.Duration // the record layer's silence bound
-	gates       *handshakeGates
+	gates       *gate.Door
 	log         *zap.Logger
 	failures    *authFailures
 }
@@ -87,7 +87,7 @@ func (a *authFailures) get() error {
 func newControlCreds(secret []byte, addr string, timeout, peerTimeout time.Duration, log *zap.Logger) *controlCreds {
 	return &controlCreds{
 		secret: secret, addr: addr, timeout: timeout, dialWait: max(timeout, peerTimeout), peerTimeout: peerTimeout,
-		gates: newHandshakeGates(), log: log, failures: &authFailures{},
+		gates: gate.NewDoor(), log: log, failures: &authFailures{},
 	}
 }
 
@@ -111,17 +111,17 @@ func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 	from := raw.RemoteAddr().String()
 	end := time.Now().Add(c.timeout)
 	_ = raw.SetDeadline(end) // gRPC clears it once HTTP/2 has started
-	g, err := c.gates.admit(raw, end)
+	g, err := admit(c.gates, raw, end)
 	if err != nil {
 		c.log.Debug("remote: handshake slots full: refused a connection", zap.String("peer", from))
 		return nil, nil, fmt.Errorf("actors: remote: handshake from %s: %w", from, err)
 	}
-	defer g.leave()
+	defer g.Leave()
 	var t hsTranscript
 	var buf [hsClientMax]byte
 	n, err := parseClientHello(raw, &buf, &t)
 	if err == nil {
-		err = g.heard()
+		err = g.Heard()
 	}
 	if err != nil {
 		return c.serverFailed(from, g, n, err)
@@ -157,8 +157,8 @@ func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 	}
 	// the client has proved the secret: out of the gates' reach before it
 	// learns that it may use the connection
-	if !g.keep() {
-		return c.serverFailed(from, g, n, errCut)
+	if !g.Keep() {
+		return c.serverFailed(from, g, n, gate.ErrCut)
 	}
 	if _, err := raw.Write([]byte{hsAccept}); err != nil {
 		return c.serverFailed(from, g, n, err)
@@ -173,12 +173,12 @@ func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 // serverFailed logs a server handshake that broke off after n bytes read
 // and returns its error (io.EOF, which gRPC does not log, for a connection
 // closed before its first byte).
-func (c *controlCreds) serverFailed(from string, g *guest, n int, err error) (net.Conn, credentials.AuthInfo, error) {
+func (c *controlCreds) serverFailed(from string, g *gate.Guest, n int, err error) (net.Conn, credentials.AuthInfo, error) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, errHandshake):
 		c.log.Warn("remote: refused a connection: not a choreo control handshake", zap.String("peer", from), zap.Error(err))
-	case errors.Is(err, errCut) || g.cut():
+	case errors.Is(err, gate.ErrCut) || g.Cut():
 		c.log.Debug("remote: handshake cut to make room", zap.String("peer", from), zap.Int("read", n))
 	case errors.Is(err, gate.ErrFull):
 		c.log.Debug("remote: handshake slots full: refused a connection", zap.String("peer", from), zap.Int("read", n))

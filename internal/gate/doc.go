@@ -10,6 +10,13 @@
 // a connection arriving while every slot holds one is refused at once
 // instead, and its dialer tries again.
 //
+// A Door pairs two gates for a handshake in which the dialer speaks first:
+// quiet until the dialer's first message is in (Peek tells, reading
+// nothing), spoken after it, and out of both once the dialer has proved
+// the secret, so silent connections only ever fill quiet and a connection
+// that proved the secret is never cut. The control plane's and both data
+// planes' listeners stand behind one each.
+//
 // The gate sets no deadlines: the listener gives each connection a short
 // deadline for its first bytes and for the whole handshake, and calls
 // Pass.Done when the handshake ends, however it ends.

@@ -18,10 +18,9 @@ import (
 
 // What strangers may cost an acceptor.
 const (
-	// handshakeSlots bounds the handshakes an acceptor runs at once; when
-	// all are taken the oldest is cut to make room (see internal/gate).
-	handshakeSlots = gate.DefaultSlots
-	// handshakeMinAge is how long a handshake keeps its slot for certain.
+	// handshakeMinAge is how long a handshake keeps its slot for certain
+	// (each of the door's gates holds gate.DefaultSlots handshakes; when
+	// one is full its oldest is cut to make room).
 	handshakeMinAge = gate.DefaultMinAge
 	// firstBytesMax bounds how long an acceptor waits for the dialer's
 	// hello (at most HandshakeTimeout): a connection that says nothing
@@ -33,8 +32,6 @@ const (
 	crowdEvery = time.Second
 )
 
-// errCut is why a handshake cut to make room for a newer one failed.
-var errCut = fmt.Errorf("cut to make room for a newer connection (%w)", gate.ErrFull)
 
 // aLongTimeAgo is a deadline that wakes a blocked socket call at once.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -234,14 +231,14 @@ func (m *mesh) flushCrowd() {
 	}
 }
 
-// acceptLoop accepts connections until the listener closes. Each goes
-// through one of two gates (see guest): spoken, when the dialer's hello is
-// in when it is accepted, else quiet until its hello is read, then spoken.
-// A flood of silent connections fills quiet only, and a real dialer, who
-// sends its hello as soon as it connects, need not outlast them there.
+// acceptLoop accepts connections until the listener closes. Each waits
+// behind one door (see gate.Door): in spoken when the dialer's hello is in
+// when it is accepted, else in quiet until its hello is read, then in
+// spoken. A flood of silent connections fills quiet only, and a real
+// dialer, who sends its hello as soon as it connects, need not outlast
+// them there.
 func (m *mesh) acceptLoop(ctx context.Context, ln *net.UnixListener) {
-	quiet := gate.New(handshakeSlots, handshakeMinAge)
-	spoken := gate.New(handshakeSlots, handshakeMinAge)
+	door := gate.NewDoor()
 	for {
 		nc, err := ln.AcceptUnix()
 		if err != nil {
@@ -256,27 +253,24 @@ func (m *mesh) acceptLoop(ctx context.Context, ln *net.UnixListener) {
 			}
 			continue
 		}
-		gu := &guest{UnixConn: nc, ctx: ctx, spoken: spoken}
-		first := quiet
-		if helloIn(nc) {
-			first, gu.spoken = spoken, nil
-		}
-		if err := gu.sit(first); err != nil {
+		seat, err := door.Admit(nc, helloIn(nc))
+		if err != nil {
 			_ = nc.Close()
 			m.turnedAway(err)
 			continue
 		}
+		gu := &guest{UnixConn: nc, ctx: ctx, seat: seat}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
 			err := m.acceptOne(gu)
-			gu.seat.leave()
+			seat.Leave()
 			if err == nil {
 				return
 			}
 			_ = nc.Close()
-			if gu.seat.wasCut() {
-				err = errCut
+			if seat.Cut() {
+				err = gate.ErrCut
 			}
 			if errors.Is(err, gate.ErrFull) {
 				m.turnedAway(err)
@@ -306,30 +300,17 @@ func helloIn(nc *net.UnixConn) bool {
 	return err == nil
 }
 
-// guest is an accepted connection while its handshake runs, seated in one
-// of the acceptor's gates: quiet until the dialer's hello is read, then
-// spoken, until the dialer has proved the secret; then it leaves the gates
-// (it is no stranger) before the verdict that hands it the region. Its
-// reads wait at most firstBytesMax for the hello, and until the
-// handshake's deadline after it; the end of ctx wakes them at once. Only
-// the handshake's goroutine uses a guest once it is seated.
+// guest is an accepted connection while its handshake runs, with its
+// place behind the acceptor's door (seat), until the dialer has proved the
+// secret; then it leaves the door (it is no stranger) before the verdict
+// that hands it the region. Its reads wait at most firstBytesMax for the
+// hello, and until the handshake's deadline after it; the end of ctx wakes
+// them at once. Only the handshake's goroutine uses a guest.
 type guest struct {
 	*net.UnixConn
-	ctx    context.Context
-	end    time.Time  // the handshake's deadline
-	spoken *gate.Gate // where heard moves the guest; nil once there
-	seat   *seat
-}
-
-// sit gives the guest a slot of g, or fails with gate.ErrFull.
-func (g *guest) sit(gt *gate.Gate) error {
-	s := &seat{UnixConn: g.UnixConn}
-	p, err := gt.Admit(s)
-	if err != nil {
-		return err
-	}
-	s.pass, g.seat = p, s
-	return nil
+	ctx  context.Context
+	end  time.Time // the handshake's deadline
+	seat *gate.Guest
 }
 
 // start sets the handshake's deadlines and has the end of ctx wake the
@@ -344,62 +325,14 @@ func (g *guest) start(total, first time.Duration) func() bool {
 }
 
 // heard is told that the hello is in: the reads get the handshake's
-// deadline, and a quiet guest moves to spoken (errCut if quiet cut it
-// first; gate.ErrFull if spoken is full).
+// deadline, and a quiet guest moves to spoken (gate.ErrCut if quiet cut
+// it first; gate.ErrFull if spoken is full).
 func (g *guest) heard() error {
 	_ = g.UnixConn.SetReadDeadline(g.end)
 	if g.ctx.Err() != nil { // ctx ended before the line above: wake it again
 		_ = g.UnixConn.SetDeadline(aLongTimeAgo)
 	}
-	if g.spoken == nil {
-		return nil
-	}
-	if !g.seat.leave() {
-		return errCut
-	}
-	spoken := g.spoken
-	g.spoken = nil
-	return g.sit(spoken)
-}
-
-// seat is a connection's place in one gate. The gate's Close (a cut)
-// closes the connection until the handshake leaves; after that it does
-// nothing, so a connection the handshake keeps is never cut.
-type seat struct {
-	*net.UnixConn
-	pass *gate.Pass
-
-	mu        sync.Mutex
-	left, cut bool
-}
-
-// Close is the gate's cut.
-func (s *seat) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.left {
-		return nil
-	}
-	s.cut = true
-	return s.UnixConn.Close()
-}
-
-// leave frees the slot and takes the connection out of the gate's reach;
-// it reports false if the gate cut it first. A second call changes
-// nothing.
-func (s *seat) leave() bool {
-	s.mu.Lock()
-	s.left = s.left || !s.cut
-	ok := s.left
-	s.mu.Unlock()
-	s.pass.Done()
-	return ok
-}
-
-func (s *seat) wasCut() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cut
+	return g.seat.Heard()
 }
 
 // bound gives nc the handshake's deadline, and a deadline in the past once
@@ -690,8 +623,8 @@ func (t *Transport) acceptHandshake(gu *guest, m *mesh) (h int, mem []byte, g ge
 		_, _ = nc.Write(v.encode())
 		return 0, nil, g, 0, 0, errors.New(statusText[stMAC])
 	}
-	if !gu.seat.leave() {
-		return 0, nil, g, 0, 0, errCut
+	if !gu.seat.Keep() {
+		return 0, nil, g, 0, 0, gate.ErrCut
 	}
 	if !m.reserve(h) {
 		v.Status = stDuplicate

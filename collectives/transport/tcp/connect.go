@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -20,10 +19,9 @@ import (
 
 // What strangers may cost an acceptor.
 const (
-	// handshakeSlots bounds the handshakes an acceptor runs at once; when
-	// all are taken the oldest is cut to make room (see internal/gate).
-	handshakeSlots = gate.DefaultSlots
-	// handshakeMinAge is how long a handshake keeps its slot for certain.
+	// handshakeMinAge is how long a handshake keeps its slot for certain
+	// (each of the door's gates holds gate.DefaultSlots handshakes; when
+	// one is full its oldest is cut to make room).
 	handshakeMinAge = gate.DefaultMinAge
 	// firstBytesMax bounds how long an acceptor waits for the dialer's
 	// hello (at most HandshakeTimeout): a connection that says nothing
@@ -35,8 +33,6 @@ const (
 	crowdEvery = time.Second
 )
 
-// errCut is why a handshake cut to make room for a newer one failed.
-var errCut = fmt.Errorf("cut to make room for a newer connection (%w)", gate.ErrFull)
 
 // Listener is a rank's listening socket, opened before the ranks' addresses
 // are handed out (so that a port the OS picked can be one of them) and
@@ -334,14 +330,14 @@ func (m *mesh) flushCrowd() {
 	}
 }
 
-// acceptLoop accepts connections until the listener closes. Each goes
-// through one of two gates (see guest): spoken, when the dialer's hello is
-// in when it is accepted, else quiet until its hello is read, then spoken.
-// A flood of silent connections fills quiet only, and a real dialer, who
-// sends its hello as soon as it connects, need not outlast them there.
+// acceptLoop accepts connections until the listener closes. Each waits
+// behind one door (see gate.Door): in spoken when the dialer's hello is in
+// when it is accepted, else in quiet until its hello is read, then in
+// spoken. A flood of silent connections fills quiet only, and a real
+// dialer, who sends its hello as soon as it connects, need not outlast
+// them there.
 func (m *mesh) acceptLoop(ctx context.Context, ln net.Listener) {
-	quiet := gate.New(handshakeSlots, handshakeMinAge)
-	spoken := gate.New(handshakeSlots, handshakeMinAge)
+	door := gate.NewDoor()
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -356,27 +352,24 @@ func (m *mesh) acceptLoop(ctx context.Context, ln net.Listener) {
 			}
 			continue
 		}
-		gu := &guest{Conn: nc, ctx: ctx, spoken: spoken}
-		first := quiet
-		if helloIn(nc) {
-			first, gu.spoken = spoken, nil
-		}
-		if err := gu.sit(first); err != nil {
+		seat, err := door.Admit(nc, helloIn(nc))
+		if err != nil {
 			_ = nc.Close()
 			m.turnedAway(nc.RemoteAddr(), err)
 			continue
 		}
+		gu := &guest{Conn: nc, ctx: ctx, seat: seat}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
 			err := m.acceptOne(gu)
-			gu.seat.leave()
+			seat.Leave()
 			if err == nil {
 				return
 			}
 			_ = nc.Close()
-			if gu.seat.wasCut() {
-				err = errCut
+			if seat.Cut() {
+				err = gate.ErrCut
 			}
 			if errors.Is(err, gate.ErrFull) {
 				m.turnedAway(nc.RemoteAddr(), err)
@@ -390,51 +383,24 @@ func (m *mesh) acceptLoop(ctx context.Context, ln net.Listener) {
 // helloIn reports whether a whole hello waits to be read on nc, reading
 // nothing.
 func helloIn(nc net.Conn) bool {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
 	var b [hsSize]byte
-	n := -1
-	_ = rc.Read(func(fd uintptr) bool {
-		n, _, _ = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK) // nc does not block
-		return true
-	})
-	if n != hsSize {
+	if gate.Peek(nc, b[:], time.Time{}, nil) != hsSize {
 		return false
 	}
 	m, err := decodeHS(b[:])
 	return err == nil && m.Kind == hsHello
 }
 
-// guest is an accepted connection while its handshake runs, seated in one
-// of the acceptor's gates: quiet until the dialer's hello is read, then
-// spoken, until the dialer has proved the secret; then it leaves the gates
-// (it is no stranger) before the verdict that lets the dialer use it.
-// Its reads wait at most firstBytesMax for the hello, and until the
-// handshake's deadline after it; the end of ctx wakes them at once. Only
-// the handshake's goroutine uses a guest once it is seated.
+// guest is an accepted connection while its handshake runs, with its
+// place behind the acceptor's door (seat): its reads wait at most
+// firstBytesMax for the hello, and until the handshake's deadline after
+// it; the end of ctx wakes them at once. Only the handshake's goroutine
+// uses a guest.
 type guest struct {
 	net.Conn
-	ctx    context.Context
-	end    time.Time  // the handshake's deadline
-	spoken *gate.Gate // where heard moves the guest; nil once there
-	seat   *seat
-}
-
-// sit gives the guest a slot of g, or fails with gate.ErrFull.
-func (g *guest) sit(gt *gate.Gate) error {
-	s := &seat{Conn: g.Conn}
-	p, err := gt.Admit(s)
-	if err != nil {
-		return err
-	}
-	s.pass, g.seat = p, s
-	return nil
+	ctx  context.Context
+	end  time.Time // the handshake's deadline
+	seat *gate.Guest
 }
 
 // start sets the handshake's deadlines and has the end of ctx wake the
@@ -449,62 +415,14 @@ func (g *guest) start(total, first time.Duration) func() bool {
 }
 
 // heard is told that the hello is in: the reads get the handshake's
-// deadline, and a quiet guest moves to spoken (errCut if quiet cut it
-// first; gate.ErrFull if spoken is full).
+// deadline, and a quiet guest moves to spoken (gate.ErrCut if quiet cut
+// it first; gate.ErrFull if spoken is full).
 func (g *guest) heard() error {
 	_ = g.Conn.SetReadDeadline(g.end)
 	if g.ctx.Err() != nil { // ctx ended before the line above: wake it again
 		_ = g.Conn.SetDeadline(aLongTimeAgo)
 	}
-	if g.spoken == nil {
-		return nil
-	}
-	if !g.seat.leave() {
-		return errCut
-	}
-	spoken := g.spoken
-	g.spoken = nil
-	return g.sit(spoken)
-}
-
-// seat is a connection's place in one gate. The gate's Close (a cut)
-// closes the connection until the handshake leaves; after that it does
-// nothing, so a connection the handshake keeps is never cut.
-type seat struct {
-	net.Conn
-	pass *gate.Pass
-
-	mu        sync.Mutex
-	left, cut bool
-}
-
-// Close is the gate's cut.
-func (s *seat) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.left {
-		return nil
-	}
-	s.cut = true
-	return s.Conn.Close()
-}
-
-// leave frees the slot and takes the connection out of the gate's reach;
-// it reports false if the gate cut it first. A second call changes
-// nothing.
-func (s *seat) leave() bool {
-	s.mu.Lock()
-	s.left = s.left || !s.cut
-	ok := s.left
-	s.mu.Unlock()
-	s.pass.Done()
-	return ok
-}
-
-func (s *seat) wasCut() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cut
+	return g.seat.Heard()
 }
 
 // heard and kept tell nc's guest, where nc is one, how its handshake
@@ -519,7 +437,7 @@ func heard(nc net.Conn) error {
 
 func kept(nc net.Conn) bool {
 	g, ok := nc.(*guest)
-	return !ok || g.seat.leave()
+	return !ok || g.seat.Keep()
 }
 
 // bound gives nc the handshake's deadline, and a deadline in the past once
@@ -741,7 +659,7 @@ func (t *Transport) acceptHandshake(nc net.Conn, m *mesh) (p, i, maxFrame, windo
 		return 0, 0, 0, 0, errors.New(statusText[stMAC])
 	}
 	if !kept(nc) {
-		return 0, 0, 0, 0, errCut
+		return 0, 0, 0, 0, gate.ErrCut
 	}
 	if !m.reserve(p, i) {
 		v.Status = stDuplicate
