@@ -32,7 +32,6 @@ const (
 	crowdEvery = time.Second
 )
 
-
 // aLongTimeAgo is a deadline that wakes a blocked socket call at once.
 var aLongTimeAgo = time.Unix(1, 0)
 

@@ -33,7 +33,6 @@ const (
 	crowdEvery = time.Second
 )
 
-
 // Listener is a rank's listening socket, opened before the ranks' addresses
 // are handed out (so that a port the OS picked can be one of them) and
 // used by exactly one Connect, which closes it.
