@@ -159,21 +159,30 @@ func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
 // UpdateGPUAfter is UpdateGPU with cmds enqueued just before the update, as
 // one unit: if one of them fails, the update does not run and the fence
 // fails, so the CPU side never takes the update for their completion. done,
-// if not nil, is called with their outcome before the fence hears of it.
+// if not nil, is called exactly once: with their outcome, before the fence
+// hears of it, or with the error when UpdateGPUAfter fails (cmds then do
+// not run).
 func (f *Fence) UpdateGPUAfter(s *streams.GPU, x Input, cmds []gpu.Command, done func(error)) error {
 	st := f.st
+	refuse := func(err error) error {
+		if done != nil {
+			done(err)
+		}
+		return err
+	}
 	if s == nil {
-		return fmt.Errorf("fence %s: update_gpu: nil stream: %w", st, gpu.ErrBadArgument)
+		return refuse(fmt.Errorf("fence %s: update_gpu: nil stream: %w", st, gpu.ErrBadArgument))
 	}
 	if x != nil {
 		if ev := x.Event(); ev.Valid() && ev.Stream() != s && !ev.Done() {
-			return fmt.Errorf("fence %s: update_gpu on %s: %w (%s)", st, s.Name(), ErrCrossStream, ev.Stream().Name())
+			return refuse(fmt.Errorf("fence %s: update_gpu on %s: %w (%s)", st, s.Name(), ErrCrossStream, ev.Stream().Name()))
 		}
 	}
 	st.mu.Lock()
 	if st.done {
-		defer st.mu.Unlock()
-		return fmt.Errorf("fence %s: update_gpu: %w", st, st.cause)
+		cause := st.cause
+		st.mu.Unlock()
+		return refuse(fmt.Errorf("fence %s: update_gpu: %w", st, cause))
 	}
 	st.gpuCount++
 	v := st.gpuCount

@@ -105,3 +105,25 @@ func TestWaitGPUThenOnAFailedFence(t *testing.T) {
 		t.Fatalf("units %v on the stream, want none", units)
 	}
 }
+
+// TestUpdateGPUAfterRefusedCallsDone: an UpdateGPUAfter that fails before
+// it enqueues (a failed fence, a nil stream) still calls done once with
+// its error, so whoever holds memory for cmds gives it back.
+func TestUpdateGPUAfterRefusedCallsDone(t *testing.T) {
+	r := newKitRig(t)
+	var calls []error
+	done := func(err error) { calls = append(calls, err) }
+	err := r.f.UpdateGPUAfter(nil, nil, nil, done)
+	if !errors.Is(err, gpu.ErrBadArgument) || len(calls) != 1 || calls[0] != err {
+		t.Fatalf("nil stream: %v, done calls %v: want ErrBadArgument, done once with it", err, calls)
+	}
+	calls = nil
+	r.f.Fail(errors.New("peer lost"))
+	err = r.f.UpdateGPUAfter(r.s, nil, nil, done)
+	if !errors.Is(err, fence.ErrReleased) || len(calls) != 1 || calls[0] != err {
+		t.Fatalf("failed fence: %v, done calls %v: want ErrReleased, done once with it", err, calls)
+	}
+	if units := r.q.Units(); len(units) != 0 {
+		t.Fatalf("units %v on the stream, want none", units)
+	}
+}
