@@ -236,9 +236,11 @@ func TestJoinAcrossProcesses(t *testing.T) {
 func TestJoinNamesMissingRanks(t *testing.T) {
 	common := []string{envScenario + "=join", collectives.EnvWorldSize + "=3",
 		collectives.EnvHostfile + "=" + hostfile(t, 3), secretEnv(), collectives.EnvJoinTimeout + "=10s"}
-	for r, lines := range ranks(t, common, rankEnvs(0, 1)) { // rank 2 never comes
+	out := ranks(t, common, rankEnvs(0, 1)) // rank 2 never comes
+	for r, lines := range out {
 		if !has(lines, "ERR Timeout join") || !strings.Contains(strings.Join(lines, "\n"), "[2]") {
-			t.Errorf("rank %d: want ErrTimeout naming rank [2]:\n%s", r, strings.Join(lines, "\n"))
+			t.Errorf("rank %d: want ErrTimeout naming rank [2]:\n%s\nthe other rank:\n%s", r,
+				strings.Join(lines, "\n"), strings.Join(out[1-r], "\n"))
 		}
 	}
 }
