@@ -48,9 +48,14 @@ func newBuffer(d *Device, n int, kind gpu.MemKind, raw []byte, size int) *buffer
 	b := &buffer{dev: d, data: raw[off : off+n : off+n], raw: raw, n: n, kind: kind}
 	switch {
 	case kind == gpu.DeviceMem && d.cfg.staged:
-		// Like a reused block on a real GPU: never assume zeros.
-		for i := range b.data {
-			b.data[i] = 0xA5
+		// Like a reused block on a real GPU: never assume zeros. Filled
+		// by doubling copies, not byte by byte (a loop of stores is slow
+		// under the race detector).
+		if n > 0 {
+			b.data[0] = 0xA5
+			for i := 1; i < n; i *= 2 {
+				copy(b.data[i:], b.data[:i])
+			}
 		}
 	case reused && kind == gpu.HostMem:
 		clear(b.data) // host memory starts zeroed (device memory is undefined)
