@@ -17,7 +17,7 @@ var ErrAuth = errors.New("authentication failed")
 // The control handshake, on the raw TCP connection before HTTP/2 starts
 // (all lengths in bytes). The client speaks first, as soon as it has
 // connected, so a server can tell a real client from a silent stranger by
-// whether its first message is in (see handshakeGates):
+// whether its first message is in (see gate.Door):
 //
 //	client -> server  version(1) | client nonce(32) | len(1) | address(len)
 //	server -> client  server nonce(32) | server proof(32)

@@ -142,8 +142,9 @@ func garbage(t *testing.T, addr string) {
 // written out here from the documentation, so the test checks the wire
 // format and not only the code against itself.
 const (
-	hsVersion = 2
-	hsHello   = 1 + 32 // the server's version and nonce
+	hsVersion = 3
+	hsReply   = 32 + 32 // the server's nonce and proof
+	hsAccept  = 1
 )
 
 // answer is what a server sent after a client's message.
@@ -165,20 +166,25 @@ func handshake(t *testing.T, addr string, key []byte, claim string) answer {
 	}
 	defer func() { _ = nc.Close() }()
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	hello := make([]byte, hsHello)
-	if _, err := io.ReadFull(nc, hello); err != nil || hello[0] != hsVersion {
-		return answer(fmt.Sprintf("a hello of %x (%v)", hello, err))
-	}
 	cn := make([]byte, 32)
 	_, _ = rand.Read(cn)
+	hello := append(append(append([]byte{hsVersion}, cn...), byte(len(claim))), claim...)
+	if _, err := nc.Write(hello); err != nil {
+		return answer(fmt.Sprintf("a write error (%v)", err))
+	}
+	reply := make([]byte, hsReply)
+	if _, err := io.ReadFull(nc, reply); err != nil {
+		return answer(fmt.Sprintf("a reply of %x (%v)", reply, err))
+	}
+	// the server's proof is not checked: the point is what the server
+	// makes of this client's proof
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte("choreo control v2 client proof"))
-	m.Write(hello[1:])
+	m.Write([]byte("choreo control v3 client proof"))
+	m.Write(reply[:32])
 	m.Write(cn)
 	m.Write([]byte{byte(len(claim))})
 	m.Write([]byte(claim))
-	msg := append(append(append(append([]byte{hsVersion}, cn...), byte(len(claim))), claim...), m.Sum(nil)...)
-	if _, err := nc.Write(msg); err != nil {
+	if _, err := nc.Write(append([]byte{hsAccept}, m.Sum(nil)...)); err != nil {
 		return answer(fmt.Sprintf("a write error (%v)", err))
 	}
 	return readAnswer(nc)
@@ -208,11 +214,11 @@ func replay(t *testing.T, addr string, rec []byte) answer {
 	}
 	defer func() { _ = nc.Close() }()
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	hello := make([]byte, hsHello)
-	if _, err := io.ReadFull(nc, hello); err != nil {
-		return answer(fmt.Sprintf("no hello (%v)", err))
-	}
 	_, _ = nc.Write(rec) // the server stops reading at the proof: the rest may be cut short
+	reply := make([]byte, hsReply)
+	if _, err := io.ReadFull(nc, reply); err != nil {
+		return answer(fmt.Sprintf("no reply (%v)", err))
+	}
 	return readAnswer(nc)
 }
 
