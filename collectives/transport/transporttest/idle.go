@@ -35,23 +35,32 @@ func LongWaitDoesNotSpin(t *testing.T, r0, r1 transport.Transport) {
 	if err := r0.Recv(ctx, r1.Rank(), warm, make([]byte, 4096)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	tag := transport.Tag{Group: 77, Seq: 1}
-	sent := make(chan error, 1)
-	go func() {
-		time.Sleep(wait)
-		sent <- r1.Send(ctx, r0.Rank(), tag, make([]byte, 4096))
-	}()
-	c0, t0 := cpuTime(t), time.Now()
-	if err := r0.Recv(ctx, r1.Rank(), tag, make([]byte, 4096)); err != nil {
-		t.Fatal(err)
+	// A spinning wait burns most of its 300 ms on a CPU, every time;
+	// whatever else the process does meanwhile (a collection of an earlier
+	// test's garbage, the race detector's work) comes and goes. So the
+	// wait is tried up to three times and fails only if every try was
+	// over the bound.
+	var cpu, took time.Duration
+	for try := range 3 {
+		time.Sleep(50 * time.Millisecond)
+		tag := transport.Tag{Group: 77, Seq: uint64(1 + try)}
+		sent := make(chan error, 1)
+		go func() {
+			time.Sleep(wait)
+			sent <- r1.Send(ctx, r0.Rank(), tag, make([]byte, 4096))
+		}()
+		c0, t0 := cpuTime(t), time.Now()
+		if err := r0.Recv(ctx, r1.Rank(), tag, make([]byte, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		cpu, took = cpuTime(t)-c0, time.Since(t0)
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("waited %v on %v of CPU", took, cpu)
+		if cpu <= took/10 {
+			return
+		}
 	}
-	cpu, took := cpuTime(t)-c0, time.Since(t0)
-	if err := <-sent; err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("waited %v on %v of CPU", took, cpu)
-	if cpu > took/10 {
-		t.Fatalf("a wait of %v took %v of CPU: polling did not stop", took, cpu)
-	}
+	t.Fatalf("a wait of %v took %v of CPU, three times over: polling did not stop", took, cpu)
 }
