@@ -21,9 +21,12 @@ type (
 	}
 	// leave tells the watched peers this rank leaves.
 	leave struct{ reason string }
-	// askMissing asks rank 0's actor which ranks never said hello; the
-	// answer goes to reply (buffered).
-	askMissing struct{ reply chan<- []int }
+	// askMissing asks rank 0's actor which ranks are missing; the answer
+	// goes to reply (buffered).
+	askMissing struct{ reply chan<- absence }
+	// absence is rank 0's missing ranks: those that never said hello, and
+	// those that did and whose control connection then ended.
+	absence struct{ never, left []int }
 	// endpointGone: the runtime's control connection to addr ended (or a
 	// connect to it failed).
 	endpointGone struct{ addr string }
@@ -304,10 +307,10 @@ func (a *nodeActor) lose(c actor.Context, rank int, cause error) {
 }
 
 // answerMissing tells reply the ranks that never said hello.
-func (a *nodeActor) answerMissing(reply chan<- []int) {
-	var m []int
+func (a *nodeActor) answerMissing(reply chan<- absence) {
+	var m absence
 	if a.gather != nil {
-		m = a.gather.missing()
+		m.never, m.left = a.gather.absent()
 	}
 	reply <- m
 }

@@ -14,6 +14,7 @@ type gather struct {
 	run    string
 	hellos []*wire.Hello // indexed by rank; nil until the rank said hello
 	have   int
+	left   map[int]bool // ranks whose hello was dropped, until a new one
 }
 
 func newGather(size int, run string) *gather {
@@ -50,6 +51,7 @@ func (g *gather) add(h *wire.Hello) (replaced bool, err error) {
 	}
 	g.hellos[r] = h
 	g.have++
+	delete(g.left, r)
 	return false, nil
 }
 
@@ -62,6 +64,10 @@ func (g *gather) drop(addr string) (rank int, ok bool) {
 		if r != 0 && h != nil && h.GetControlAddr() == addr {
 			g.hellos[r] = nil
 			g.have--
+			if g.left == nil {
+				g.left = map[int]bool{}
+			}
+			g.left[r] = true
 			return r, true
 		}
 	}
@@ -94,6 +100,19 @@ func (g *gather) ranks() []int {
 
 // missing lists the ranks that did not.
 func (g *gather) missing() []int { return missing(g.ranks(), g.size) }
+
+// absent splits the missing ranks into those that never said hello and
+// those whose hello was dropped when their control connection ended.
+func (g *gather) absent() (never, left []int) {
+	for _, r := range g.missing() {
+		if g.left[r] {
+			left = append(left, r)
+		} else {
+			never = append(never, r)
+		}
+	}
+	return never, left
+}
 
 // roster is the roster of the hellos seen so far, under group (0 for a
 // partial roster, which tells a waiting rank who is there).

@@ -203,11 +203,18 @@ func (n *Node) timedOut(ctx context.Context) error {
 		cause = fmt.Errorf("%w: %w", errs.ErrTimeout, cause)
 	}
 	if n.spec.Rank == 0 {
-		reply := make(chan []int, 1)
+		reply := make(chan absence, 1)
 		n.rt.ActorSystem().Root.Send(n.pid, askMissing{reply: reply})
 		select {
 		case m := <-reply:
-			return fmt.Errorf("cluster: rank 0: rendezvous: ranks %v never joined: %w", m, cause)
+			var parts []string
+			if len(m.never) > 0 {
+				parts = append(parts, fmt.Sprintf("ranks %v never joined", m.never))
+			}
+			if len(m.left) > 0 {
+				parts = append(parts, fmt.Sprintf("ranks %v joined and their control connection ended", m.left))
+			}
+			return fmt.Errorf("cluster: rank 0: rendezvous: %s: %w", strings.Join(parts, "; "), cause)
 		case <-time.After(time.Second):
 			return fmt.Errorf("cluster: rank 0: rendezvous: %w", cause)
 		}

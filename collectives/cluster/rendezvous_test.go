@@ -50,11 +50,11 @@ func awaitLine(t *testing.T, lines <-chan string, prefix string, d time.Duration
 
 // missingNow asks rank 0's Node which ranks it still waits for.
 func missingNow(n *Node) []int {
-	reply := make(chan []int, 1)
+	reply := make(chan absence, 1)
 	n.rt.ActorSystem().Root.Send(n.pid, askMissing{reply: reply})
 	select {
 	case m := <-reply:
-		return m
+		return slices.Sorted(slices.Values(append(m.never, m.left...)))
 	case <-time.After(5 * time.Second):
 		return nil
 	}
