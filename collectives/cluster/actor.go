@@ -138,6 +138,7 @@ func (a *nodeActor) hello(c actor.Context, h *wire.Hello) {
 		}
 	case a.gather.complete():
 		a.done = a.gather.roster(rand.Uint64()>>2 | 1<<61) // apart from Local's and Split's ids
+		a.gather.seal()
 		for _, addr := range a.gather.controls() {
 			c.Send(actor.NewPID(addr, Name), a.done)
 		}

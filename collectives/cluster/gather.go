@@ -15,6 +15,7 @@ type gather struct {
 	hellos []*wire.Hello // indexed by rank; nil until the rank said hello
 	have   int
 	left   map[int]bool // ranks whose hello was dropped, until a new one
+	sealed bool         // the roster went out: the ranks are whose they are
 }
 
 func newGather(size int, run string) *gather {
@@ -26,7 +27,9 @@ func newGather(size int, run string) *gather {
 // A hello repeated by the same process is accepted again, and so is one
 // from another process at the same control address and host: that
 // address cannot be the old process's any more (two processes do not
-// listen on one address), so the new one replaces it (replaced).
+// listen on one address), so the new one replaces it (replaced), until
+// the roster went out (seal): after that only the roster's own processes
+// are accepted.
 func (g *gather) add(h *wire.Hello) (replaced bool, err error) {
 	r := int(h.GetRank())
 	switch {
@@ -41,6 +44,8 @@ func (g *gather) add(h *wire.Hello) (replaced bool, err error) {
 	}
 	if old := g.hellos[r]; old != nil {
 		switch {
+		case g.sealed && !sameProcess(old, h):
+			return false, fmt.Errorf("rank %d: the group formed with pid %d at %s on %s", r, old.GetPid(), old.GetControlAddr(), old.GetHost())
 		case old.GetControlAddr() != h.GetControlAddr() || old.GetHost() != h.GetHost():
 			return false, fmt.Errorf("rank %d already joined from %s (pid %d on %s)", r, old.GetControlAddr(), old.GetPid(), old.GetHost())
 		case old.GetPid() != h.GetPid():
@@ -77,12 +82,16 @@ func (g *gather) drop(addr string) (rank int, ok bool) {
 // has reports whether h's process holds its rank already.
 func (g *gather) has(h *wire.Hello) bool {
 	r := int(h.GetRank())
-	if r >= g.size {
-		return false
-	}
-	old := g.hellos[r]
-	return old != nil && old.GetControlAddr() == h.GetControlAddr() && old.GetPid() == h.GetPid() && old.GetHost() == h.GetHost()
+	return r < g.size && g.hellos[r] != nil && sameProcess(g.hellos[r], h)
 }
+
+// sameProcess reports whether two hellos come from one process.
+func sameProcess(a, b *wire.Hello) bool {
+	return a.GetControlAddr() == b.GetControlAddr() && a.GetPid() == b.GetPid() && a.GetHost() == b.GetHost()
+}
+
+// seal closes the rendezvous: the roster went out.
+func (g *gather) seal() { g.sealed = true }
 
 // complete reports whether every rank said hello.
 func (g *gather) complete() bool { return g.have == g.size }

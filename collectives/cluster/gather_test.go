@@ -59,8 +59,8 @@ func TestGather(t *testing.T) {
 // TestGatherDropAndReplace: a rank whose control connection ended is
 // dropped, and a new process may take its rank then; one at the rank's
 // address and host replaces it even before the drop (the old process
-// cannot listen there any more); rank 0 is never dropped; the roster
-// carries each rank's transport.
+// cannot listen there any more) until the roster went out; rank 0 is
+// never dropped; the roster carries each rank's transport.
 func TestGatherDropAndReplace(t *testing.T) {
 	g := newGather(3, "run")
 	for _, h := range []*wire.Hello{hello(0, 3, "a:0"), hello(1, 3, "a:1"), hello(2, 3, "a:2")} {
@@ -93,6 +93,15 @@ func TestGatherDropAndReplace(t *testing.T) {
 	other.Host = "elsewhere"
 	if _, err := g.add(other); err == nil || !strings.Contains(err.Error(), "already joined") {
 		t.Fatalf("the same address on another host: %v", err)
+	}
+	g.seal() // the roster goes out: a restart at the same address is refused, the roster's own process accepted again
+	restarted := hello(2, 3, "a:2")
+	restarted.Pid = 1000
+	if _, err := g.add(restarted); err == nil || !strings.Contains(err.Error(), "the group formed with pid 999") {
+		t.Fatalf("a restart after the roster: %v, want a refusal", err)
+	}
+	if replaced, err := g.add(again); err != nil || replaced {
+		t.Fatalf("the roster's own process after the roster: replaced %v, %v", replaced, err)
 	}
 	r, err := rosterOf(g.roster(5), 3)
 	if err != nil || r.Members[2].PID != 999 || r.Members[2].Transport != "shm" || r.Members[0].Transport != "tcp" ||
