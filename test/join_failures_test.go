@@ -161,6 +161,28 @@ func TestJoinRankRestartedInRendezvous(t *testing.T) {
 	}
 }
 
+// stoppedAtRoster starts 3 ranks of soak with rank 1 stopped (SIGSTOP)
+// after its hello and before the roster went out, and returns them once
+// rank 0 sent the roster: the others then connect to a rank that does not
+// answer.
+func stoppedAtRoster(t *testing.T, c *procs) (zero, victim, two *rank) {
+	t.Helper()
+	zero = c.startWith(0, nil, append([]string{"--verbose"}, soak...)...)
+	victim = c.startWith(1, nil, soak...)
+	if _, ok := zero.awaitText(time.Minute, "rendezvous: hello", `"peer_rank": 1`); !ok {
+		t.Fatalf("rank 0 never had rank 1's hello:\n%s", zero.text())
+	}
+	if err := syscall.Kill(victim.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	two = c.startWith(2, nil, soak...)
+	if _, ok := zero.awaitText(time.Minute, "rendezvous: roster sent"); !ok {
+		_ = syscall.Kill(victim.cmd.Process.Pid, syscall.SIGCONT)
+		t.Fatalf("no roster:\n%s", zero.text())
+	}
+	return zero, victim, two
+}
+
 // TestJoinRankLostAfterRoster: a rank lost after the roster went out and
 // before the data plane is connected (it was stopped before the roster,
 // and is killed while the others connect to it) fails the others soon,
@@ -169,18 +191,7 @@ func TestJoinRankLostAfterRoster(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			c := newCluster(t, 3, tr)
-			zero := c.startWith(0, nil, append([]string{"--verbose"}, soak...)...)
-			victim := c.startWith(1, nil, soak...)
-			if _, ok := zero.awaitText(time.Minute, "rendezvous: hello", `"peer_rank": 1`); !ok {
-				t.Fatalf("rank 0 never had rank 1's hello:\n%s", zero.text())
-			}
-			if err := syscall.Kill(victim.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			two := c.startWith(2, nil, soak...)
-			if _, ok := zero.awaitText(time.Minute, "rendezvous: roster sent"); !ok {
-				t.Fatalf("no roster:\n%s", zero.text())
-			}
+			zero, victim, two := stoppedAtRoster(t, c)
 			time.Sleep(500 * time.Millisecond) // the others are connecting their data plane to the stopped rank
 			killed := time.Now()
 			if err := syscall.Kill(victim.cmd.Process.Pid, syscall.SIGKILL); err != nil {
@@ -202,6 +213,27 @@ func TestJoinRankLostAfterRoster(t *testing.T) {
 				if d := l.at.Sub(killed); d > 5*time.Second { // the line comes after the rank closed
 					t.Errorf("rank %d failed %v after the kill: it waited for something", k.r, d)
 				}
+			}
+		})
+	}
+}
+
+// TestJoinRankPausedAtRoster: the twin of TestJoinRankLostAfterRoster. A
+// rank stopped (SIGSTOP) from before the roster until 3 s after it, while
+// the others connect to it, is alive: the start-up detectors (rank 0's
+// drop of a rank whose connection ends, the probes of the peers' control
+// addresses, the relayed losses) leave it be, and every rank finishes.
+func TestJoinRankPausedAtRoster(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			c := newCluster(t, 3, tr)
+			zero, victim, two := stoppedAtRoster(t, c)
+			time.Sleep(3 * time.Second)
+			if err := syscall.Kill(victim.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []*rank{zero, victim, two} {
+				finishedOK(t, k)
 			}
 		})
 	}
