@@ -396,14 +396,18 @@ func TestRecordTamperedClosesTheConnection(t *testing.T) {
 			cc, sc := pair(t, time.Minute)
 			rc := cc.(*recordConn)
 			// seal one record as the client would, then send it mangled on the raw connection
+			// (wmu held through the write, so that no heartbeat, sealed
+			// with the next counter, goes out before it)
 			rc.wmu.Lock()
 			out := append([]byte(nil), sealOne(rc, []byte("hello"))...)
+			_, err := rc.raw.Write(tc.mangle(out))
 			rc.wmu.Unlock()
-			if _, err := rc.raw.Write(tc.mangle(out)); err != nil {
+			if err != nil {
 				t.Fatal(err)
 			}
 			buf := make([]byte, 64)
-			n, err := io.ReadAtLeast(sc, buf, 1)
+			var n int
+			n, err = io.ReadAtLeast(sc, buf, 1)
 			if tc.name == "a record replayed" { // the first copy opens, the second does not
 				if err != nil || string(buf[:n]) != "hello" {
 					t.Fatalf("first copy: %q, %v", buf[:n], err)
@@ -449,6 +453,7 @@ func TestRecordSilenceAndHeartbeats(t *testing.T) {
 		_, err := io.ReadFull(sc, buf)
 		if err != nil {
 			got <- err.Error()
+			return
 		}
 		got <- string(buf)
 	}()
@@ -476,6 +481,9 @@ func TestRecordSilenceAndHeartbeats(t *testing.T) {
 	// client hears nothing and cuts the connection
 	srv := sc.(*recordConn)
 	srv.wmu.Lock() // holds back its heartbeats, as a paused process would
+	// the server side still reads the client's heartbeats, so its own
+	// watchdog keeps the connection: only the client's can cut it
+	go func() { _, _ = io.Copy(io.Discard, sc) }()
 	_ = cc.SetReadDeadline(time.Now().Add(testBound))
 	_, err := cc.Read(buf)
 	srv.wmu.Unlock()

@@ -231,11 +231,13 @@ func (c *recordConn) watch(every time.Duration) {
 		case <-t.C:
 		}
 		now := mono()
-		if now-last > 2*every { // this process stalled: not the peer's silence
-			c.lastRead.Store(int64(now))
-		}
+		// A tick that comes late means this process itself was stalled
+		// (starved, stopped, suspended): its reader may not have read what
+		// the peer sent meanwhile, so the silence is judged from the next
+		// tick on, once the reader has caught up.
+		judge := now-last <= 2*every
 		last = now
-		if quiet := now - time.Duration(c.lastRead.Load()); quiet > c.timeout {
+		if quiet := now - time.Duration(c.lastRead.Load()); judge && quiet > c.timeout {
 			c.log.Info("remote: closed a silent control connection", zap.Duration("silent", quiet), zap.Duration("peer_timeout", c.timeout))
 			_ = c.Close()
 			return
