@@ -44,7 +44,8 @@ func (peerInfo) AuthType() string { return authType }
 // until the client's first message is in, spoken until its proof checks
 // out) and is bounded by timeout; it reads into one fixed buffer,
 // allocates nothing more for a stranger, and logs a wrong proof or a
-// client's refusal of its own at Warn ("authentication failed"), a
+// client's refusal of its own at Warn ("authentication failed"; at most
+// once a second, the rest at Debug: strangerWarns), a
 // connection closed before its first byte (a reachability probe), a
 // silent one or one cut by a gate at Debug.
 //
@@ -60,6 +61,7 @@ type controlCreds struct {
 	peerTimeout time.Duration // the record layer's silence bound
 	gates       *gate.Door
 	log         *zap.Logger
+	strangers   *strangerWarns // what strangers cause, at Warn at most once a second
 	failures    *authFailures
 }
 
@@ -87,7 +89,7 @@ func (a *authFailures) get() error {
 func newControlCreds(secret []byte, addr string, timeout, peerTimeout time.Duration, log *zap.Logger) *controlCreds {
 	return &controlCreds{
 		secret: secret, addr: addr, timeout: timeout, dialWait: max(timeout, peerTimeout), peerTimeout: peerTimeout,
-		gates: gate.NewDoor(), log: log, failures: &authFailures{},
+		gates: gate.NewDoor(), log: log, strangers: &strangerWarns{log: log}, failures: &authFailures{},
 	}
 }
 
@@ -144,14 +146,14 @@ func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 	case err != nil:
 		return c.serverFailed(from, g, n, err)
 	case answer[0] == hsRefuse:
-		c.log.Warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr),
+		c.strangers.warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr),
 			zap.String("why", "the client refused this runtime's proof of the group secret"))
 		return nil, nil, fmt.Errorf("actors: remote: handshake from %s claiming %q: it refused this runtime's proof: %w", from, t.addr, ErrAuth)
 	case answer[0] != hsAccept:
 		return c.serverFailed(from, g, n, fmt.Errorf("%w: answer byte %#x", errHandshake, answer[0]))
 	case !hmac.Equal(answer[1:], t.proof(c.secret, clientLabel)):
 		_, _ = raw.Write([]byte{hsRefuse})
-		c.log.Warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr),
+		c.strangers.warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr),
 			zap.String("why", "the client's proof of the group secret is wrong"))
 		return nil, nil, fmt.Errorf("actors: remote: handshake from %s claiming %q: %w", from, t.addr, ErrAuth)
 	}
@@ -177,7 +179,7 @@ func (c *controlCreds) serverFailed(from string, g *gate.Guest, n int, err error
 	var ne net.Error
 	switch {
 	case errors.Is(err, errHandshake):
-		c.log.Warn("remote: refused a connection: not a choreo control handshake", zap.String("peer", from), zap.Error(err))
+		c.strangers.warn("remote: refused a connection: not a choreo control handshake", zap.String("peer", from), zap.Error(err))
 	case errors.Is(err, gate.ErrCut) || g.Cut():
 		c.log.Debug("remote: handshake cut to make room", zap.String("peer", from), zap.Int("read", n))
 	case errors.Is(err, gate.ErrFull):
