@@ -31,7 +31,7 @@ import (
 // Refused answer; no rank dies, and every collective completes correctly.
 func TestStrangersRefused(t *testing.T) {
 	c := newCluster(t, 2, "auto")
-	ranks := c.startAll("--verbose", "check", "soak", "--size", "1MiB", "--iters", "300")
+	ranks := c.startAll("--verbose", "check", "soak", "--size", "1MiB", "--iters", "1500") // long enough to outlast the attacks
 	for _, k := range ranks {
 		if _, ok := k.await(2*time.Minute, "SOAK 2"); !ok {
 			t.Fatalf("rank %d never got going:\n%s", k.r, k.text())
@@ -60,8 +60,14 @@ func TestStrangersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A rank logs what strangers cause at Warn at most once a second (the
+	// rest at Debug): each kind of refusal below comes a second apart, so
+	// that each shows.
 	for _, h := range c.hosts {
 		garbage(t, h)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	for _, h := range c.hosts {
 		if ans := handshake(t, h, []byte("not the group's secret at all"), "127.0.0.1:1"); ans != refused {
 			t.Errorf("%s: a handshake with a wrong secret got %s, want a refusal", h, ans)
 		}
@@ -86,6 +92,7 @@ func TestStrangersRefused(t *testing.T) {
 	if len(rec) < 100 {
 		t.Fatalf("only %d bytes recorded of rank 0's connection", len(rec))
 	}
+	time.Sleep(1100 * time.Millisecond)
 	for _, h := range c.hosts {
 		if got := replay(t, h, rec); got != refused {
 			t.Errorf("%s: the replayed connection got %s, want a refusal", h, got)
