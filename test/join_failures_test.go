@@ -283,9 +283,7 @@ func pause(t *testing.T, k *rank, d time.Duration) {
 // (CHOREO_PEER_TIMEOUT) is lost: every other rank fails with ErrPeerLost
 // within 11 s of the pause's start. Slow: run with CHOREO_TEST_FULL=1.
 func TestLongPauseIsALoss(t *testing.T) {
-	if !testenv.Full() {
-		t.Skip("slow (a 20 s pause per transport): set CHOREO_TEST_FULL=1")
-	}
+	testenv.Sliced(t, false) // slow: a 20 s pause per transport
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			c := newCluster(t, 3, tr)

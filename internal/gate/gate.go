@@ -52,7 +52,6 @@ type Pass struct {
 	c    net.Conn
 	at   time.Time
 	elem *list.Element
-	cut  atomic.Bool
 }
 
 // Admit gives c a slot. When every slot is taken it cuts the oldest
@@ -78,7 +77,6 @@ func (g *Gate) Admit(c net.Conn) (*Pass, error) {
 	p.elem = g.waiting.PushBack(p)
 	g.mu.Unlock()
 	if victim != nil {
-		victim.cut.Store(true)
 		g.cut.Add(1)
 		_ = victim.c.Close()
 	}
@@ -96,13 +94,10 @@ func (p *Pass) Done() {
 	g.mu.Unlock()
 }
 
-// Cut reports whether the gate closed this pass's connection to make room.
-func (p *Pass) Cut() bool { return p.cut.Load() }
-
 // Stats counts the gate's work so far.
 type Stats struct {
 	Waiting int    // handshakes holding a slot now
-	Cut     uint64 // handshakes cut to make room
+	Cut     uint64 // handshakes cut to make room (their connections closed; a Door's guest that has just left ignores it)
 	Refused uint64 // connections refused with ErrFull
 }
 

@@ -6,11 +6,11 @@ import (
 )
 
 // FullEnv names the environment variable that asks for the whole of every
-// long test matrix and randomized run: CHOREO_TEST_FULL=1 (.ci/run sets
+// long test matrix and the slow tests: CHOREO_TEST_FULL=1 (.ci/run sets
 // it). Without it, `go test ./...` runs a representative slice of each
 // long matrix (every op, every dtype family, both placements, each
 // transport at least once; the costly large payloads on fewer rank
-// counts) and shorter randomized runs.
+// counts). The randomized test's length is its own (CHOREO_RANDOM_OPS).
 const FullEnv = "CHOREO_TEST_FULL"
 
 // Full reports whether CHOREO_TEST_FULL asks for the full matrices: any

@@ -18,10 +18,6 @@ import (
 
 // What strangers may cost an acceptor.
 const (
-	// handshakeMinAge is how long a handshake keeps its slot for certain
-	// (each of the door's gates holds gate.DefaultSlots handshakes; when
-	// one is full its oldest is cut to make room).
-	handshakeMinAge = gate.DefaultMinAge
 	// firstBytesMax bounds how long an acceptor waits for the dialer's
 	// hello (at most HandshakeTimeout): a connection that says nothing
 	// leaves after it.
@@ -280,22 +276,14 @@ func (m *mesh) acceptLoop(ctx context.Context, ln *net.UnixListener) {
 	}
 }
 
-// helloIn reports whether a hello waits to be read on nc, reading nothing.
+// helloIn reports whether a hello waits to be read on nc, reading nothing
+// (one byte more than a hello is peeked: a longer message is no hello).
 func helloIn(nc *net.UnixConn) bool {
-	rc, err := nc.SyscallConn()
-	if err != nil {
-		return false
-	}
 	var b [hsSize + 1]byte
-	n := -1
-	_ = rc.Read(func(fd uintptr) bool {
-		n, _, _, _, _ = unix.Recvmsg(int(fd), b[:], nil, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		return true
-	})
-	if n != hsSize {
+	if gate.Peek(nc, b[:], time.Time{}, nil) != hsSize {
 		return false
 	}
-	_, err = decodeHS(b[:n], hsHello)
+	_, err := decodeHS(b[:hsSize], hsHello)
 	return err == nil
 }
 

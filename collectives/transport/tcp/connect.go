@@ -19,10 +19,6 @@ import (
 
 // What strangers may cost an acceptor.
 const (
-	// handshakeMinAge is how long a handshake keeps its slot for certain
-	// (each of the door's gates holds gate.DefaultSlots handshakes; when
-	// one is full its oldest is cut to make room).
-	handshakeMinAge = gate.DefaultMinAge
 	// firstBytesMax bounds how long an acceptor waits for the dialer's
 	// hello (at most HandshakeTimeout): a connection that says nothing
 	// leaves after it.

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/internal/gate"
 )
 
 // flood keeps n silent connections open to addr until ctx ends, dialling
@@ -194,9 +196,9 @@ type result struct {
 // cut nor timed out: it gets in, and the pair works.
 func TestSlowHelloGetsIn(t *testing.T) {
 	const silence = time.Second
-	if silence < 10*handshakeMinAge || silence > firstBytesMax/2 {
+	if silence < 10*gate.DefaultMinAge || silence > firstBytesMax/2 {
 		t.Fatalf("silence %v does not sit between the slot's minimum age %v and the first-byte deadline %v",
-			silence, handshakeMinAge, firstBytesMax)
+			silence, gate.DefaultMinAge, firstBytesMax)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
