@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/choreotest"
@@ -71,7 +72,7 @@ func TestKitFenceWaitGPUThenFailedCommand(t *testing.T) {
 	if err := r.f.Update(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err == nil {
+	if err := testenv.Recv(t, done, 30*time.Second); err == nil {
 		t.Fatal("the fill of a freed buffer succeeded")
 	}
 	if err := r.f.Wait(r.ctx); !errors.Is(err, fence.ErrReleased) {

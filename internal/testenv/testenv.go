@@ -130,3 +130,17 @@ func NeedsRunTimeFailure(t testing.TB) {
 		t.Skipf("backend %s: a queued command cannot be made to fail at run time", Backend())
 	}
 }
+
+// Recv returns the next value on ch, failing t if none comes within d (a
+// wait that would otherwise hang until go test's own timeout).
+func Recv[T any](t testing.TB, ch <-chan T, d time.Duration) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("nothing came within %v", d)
+		var zero T
+		return zero
+	}
+}
