@@ -61,11 +61,16 @@ func (q *queue) nextBatch() *batch {
 			q.current = b
 			return b
 		}
+		empty := len(q.fifo) == 0
 		q.mu.Unlock()
 		// Posted batches come in runs (a collective's input and output
-		// sides), microseconds apart: poll for the next before parking,
-		// where processors are to spare, so it needs no wake-up.
-		spin.Until(min(idleSpin, spin.Budget()), func() bool { return len(q.issuerWake) > 0 })
+		// sides), microseconds apart: with nothing queued, poll for the
+		// next before parking, where processors are to spare, so it needs
+		// no wake-up. A batch held back by the budget waits for the GPU
+		// instead, much longer: no polling for that.
+		if empty {
+			spin.Until(min(idleSpin, spin.Budget()), func() bool { return len(q.issuerWake) > 0 })
+		}
 		<-q.issuerWake
 		q.mu.Lock()
 	}
