@@ -164,25 +164,19 @@ func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
 // not run).
 func (f *Fence) UpdateGPUAfter(s *streams.GPU, x Input, cmds []gpu.Command, done func(error)) error {
 	st := f.st
-	refuse := func(err error) error {
-		if done != nil {
-			done(err)
-		}
-		return err
-	}
 	if s == nil {
-		return refuse(fmt.Errorf("fence %s: update_gpu: nil stream: %w", st, gpu.ErrBadArgument))
+		return refuse(done, fmt.Errorf("fence %s: update_gpu: nil stream: %w", st, gpu.ErrBadArgument))
 	}
 	if x != nil {
 		if ev := x.Event(); ev.Valid() && ev.Stream() != s && !ev.Done() {
-			return refuse(fmt.Errorf("fence %s: update_gpu on %s: %w (%s)", st, s.Name(), ErrCrossStream, ev.Stream().Name()))
+			return refuse(done, fmt.Errorf("fence %s: update_gpu on %s: %w (%s)", st, s.Name(), ErrCrossStream, ev.Stream().Name()))
 		}
 	}
 	st.mu.Lock()
 	if st.done {
 		cause := st.cause
 		st.mu.Unlock()
-		return refuse(fmt.Errorf("fence %s: update_gpu: %w", st, cause))
+		return refuse(done, fmt.Errorf("fence %s: update_gpu: %w", st, cause))
 	}
 	st.gpuCount++
 	v := st.gpuCount
@@ -190,13 +184,7 @@ func (f *Fence) UpdateGPUAfter(s *streams.GPU, x Input, cmds []gpu.Command, done
 	st.pending++
 	st.noteTrackLocked(s)
 	st.mu.Unlock()
-	cb := st.commandDone
-	if done != nil {
-		cb = func(err error) {
-			done(err)
-			st.commandDone(err)
-		}
-	}
+	cb := st.doneThen(done)
 	batch := append(cmds[:len(cmds):len(cmds)], gpu.WriteValue{Word: st.words.gpu, Value: v})
 	note := trace.Note{Name: "fence update", Fence: st.id, Value: v, Word: trace.GPUWord, Flow: trace.FlowOut}
 	if _, err := s.EnqueueNoted(batch, cb, note); err != nil {
@@ -204,6 +192,27 @@ func (f *Fence) UpdateGPUAfter(s *streams.GPU, x Input, cmds []gpu.Command, done
 		return fmt.Errorf("fence %s: update_gpu(%d): %w", st, v, err)
 	}
 	return nil
+}
+
+// refuse tells done, if any, of err, a GPU-side step refused before it
+// was enqueued, and returns err.
+func refuse(done func(error), err error) error {
+	if done != nil {
+		done(err)
+	}
+	return err
+}
+
+// doneThen is a GPU-side step's completion: done (if any) hears the
+// outcome of its commands before the fence does.
+func (st *state) doneThen(done func(error)) func(error) {
+	if done == nil {
+		return st.commandDone
+	}
+	return func(err error) {
+		done(err)
+		st.commandDone(err)
+	}
 }
 
 // WaitGPU encodes on s a wait for the CPU word to reach the GPU side's next
@@ -225,11 +234,7 @@ func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 func (f *Fence) WaitGPUThen(s *streams.GPU, out Guarded, cmds []gpu.Command, done func(error)) (streams.Event, error) {
 	st := f.st
 	if s == nil {
-		err := fmt.Errorf("fence %s: wait_gpu: nil stream: %w", st, gpu.ErrBadArgument)
-		if done != nil {
-			done(err)
-		}
-		return streams.Event{}, err
+		return streams.Event{}, refuse(done, fmt.Errorf("fence %s: wait_gpu: nil stream: %w", st, gpu.ErrBadArgument))
 	}
 	st.mu.Lock()
 	if st.done {
@@ -238,11 +243,7 @@ func (f *Fence) WaitGPUThen(s *streams.GPU, out Guarded, cmds []gpu.Command, don
 		if out != nil {
 			failGuarded(out, cause)
 		}
-		err := fmt.Errorf("fence %s: wait_gpu: %w", st, cause)
-		if done != nil {
-			done(err)
-		}
-		return streams.Event{}, err
+		return streams.Event{}, refuse(done, fmt.Errorf("fence %s: wait_gpu: %w", st, cause))
 	}
 	st.gpuCount++
 	v := st.gpuCount
@@ -254,13 +255,7 @@ func (f *Fence) WaitGPUThen(s *streams.GPU, out Guarded, cmds []gpu.Command, don
 	st.pending++
 	st.noteTrackLocked(s)
 	st.mu.Unlock()
-	cb := st.commandDone
-	if done != nil {
-		cb = func(err error) {
-			done(err)
-			st.commandDone(err)
-		}
-	}
+	cb := st.doneThen(done)
 	batch := append([]gpu.Command{gpu.WaitValue{Word: st.words.cpu, Value: v}}, cmds...)
 	note := trace.Note{Name: "fence wait", Fence: st.id, Value: v, Word: trace.CPUWord, Flow: trace.FlowIn}
 	ev, err := s.EnqueueNoted(batch, cb, note)
