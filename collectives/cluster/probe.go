@@ -26,15 +26,16 @@ const (
 // retry sleep. A paused or slow peer's kernel still accepts the dial, and
 // an unreachable host's dial times out: neither counts.
 type probes struct {
-	stop chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // startProbes probes roster's peers (all but self), calling refused once
 // for each whose dial is refused.
 func startProbes(roster Roster, self int, refused func(rank int, cause error)) *probes {
-	p := &probes{stop: make(chan struct{})}
+	p := &probes{}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	for _, m := range roster.Members {
 		if m.Rank == self {
 			continue
@@ -50,31 +51,22 @@ func startProbes(roster Roster, self int, refused func(rank int, cause error)) *
 
 // probe dials m until a dial is refused or the probes stop.
 func (p *probes) probe(m Member, refused func(rank int, cause error)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	var d net.Dialer
 	for {
-		dctx, dcancel := context.WithTimeout(ctx, probeTimeout)
+		dctx, dcancel := context.WithTimeout(p.ctx, probeTimeout)
 		c, err := d.DialContext(dctx, "tcp", m.Control)
 		dcancel()
 		switch {
 		case err == nil:
 			_ = c.Close()
-		case errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil:
+		case errors.Is(err, syscall.ECONNREFUSED) && p.ctx.Err() == nil:
 			refused(m.Rank, fmt.Errorf("control plane: rank %d's address %s refuses connections: its process is gone", m.Rank, m.Control))
 			return
 		}
 		select {
-		case <-p.stop:
+		case <-p.ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -84,6 +76,6 @@ func (p *probes) probe(m Member, refused func(rank int, cause error)) {
 // close stops the probes and waits for them (a dial in progress ends at
 // once).
 func (p *probes) close() {
-	p.once.Do(func() { close(p.stop) })
+	p.cancel()
 	p.wg.Wait()
 }
