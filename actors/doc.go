@@ -16,7 +16,7 @@
 // only for the address its handshake proved: its senders, its Terminated
 // and Watch messages; other actor system messages and PoisonPill from a
 // peer are refused. A dial refused for the secret fails with ErrAuth
-// (Remote.AuthFailure).
+// (Remote.AuthFailures).
 //
 // Close is orderly and bounded: every Releaser service lets its GPU waits
 // pass first (no GPU wait is left hanging), then the adopted streams close

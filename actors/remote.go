@@ -124,12 +124,14 @@ type Remote struct {
 // runtime, the one peers dial.
 func (r *Remote) Address() string { return r.addr }
 
-// AuthFailure is the first error this runtime's dials met in a
-// connection's handshake since remoting started: a peer that refused this
-// runtime's proof of the group's secret, or whose own proof was wrong. It
-// wraps ErrAuth and names the peer's address; nil if none. A wrong secret
-// shows here at once, where protoactor only reports the endpoint lost.
-func (r *Remote) AuthFailure() error { return r.creds.authFailure() }
+// AuthFailures counts the failures this runtime's dials met in a
+// connection's handshake since remoting started (a peer that refused this
+// runtime's proof of the group's secret, or whose own proof was wrong),
+// and returns the latest, which wraps ErrAuth and names the peer's
+// address (nil if none). A wrong secret shows here at once, where
+// protoactor only reports the endpoint lost; a caller compares the count
+// with the one it saw before to tell a new failure from an old one.
+func (r *Remote) AuthFailures() (count uint64, last error) { return r.creds.authFailures() }
 
 // OnEndpointTerminated calls f with the peer's address each time protoactor
 // publishes an EndpointTerminatedEvent: the connection to that peer broke

@@ -52,7 +52,8 @@ func (peerInfo) AuthType() string { return authType }
 // Client side: the handshake is bounded by dialWait (the peer timeout: a
 // paused peer is not refused sooner) and by grpc's context; a refusal, a
 // wrong server proof or a server that does not speak the handshake is an
-// error wrapping ErrAuth, and the first such error is kept (authFailure).
+// error wrapping ErrAuth, and the latest such error is kept, with their
+// count (authFailures).
 type controlCreds struct {
 	secret      []byte
 	addr        string        // this runtime's advertised address, claimed as a client
@@ -65,24 +66,25 @@ type controlCreds struct {
 	failures    *authFailures
 }
 
-// authFailures keeps the first ErrAuth a runtime's dials met.
+// authFailures keeps the latest ErrAuth a runtime's dials met, and how
+// many there were.
 type authFailures struct {
-	mu    sync.Mutex
-	first error
+	mu   sync.Mutex
+	n    uint64
+	last error
 }
 
 func (a *authFailures) note(err error) {
 	a.mu.Lock()
-	if a.first == nil {
-		a.first = err
-	}
+	a.n++
+	a.last = err
 	a.mu.Unlock()
 }
 
-func (a *authFailures) get() error {
+func (a *authFailures) get() (uint64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.first
+	return a.n, a.last
 }
 
 // newControlCreds makes the credentials of a runtime advertising addr.
@@ -282,4 +284,4 @@ func (c *controlCreds) records(raw net.Conn, t *hsTranscript, client bool, peer 
 }
 
 // authFailure is the first ErrAuth this runtime's dials met, nil if none.
-func (c *controlCreds) authFailure() error { return c.failures.get() }
+func (c *controlCreds) authFailures() (uint64, error) { return c.failures.get() }

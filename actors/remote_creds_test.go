@@ -162,8 +162,8 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	if !bytes.Equal(up, gotUp) || !bytes.Equal(down, gotDown) {
 		t.Fatal("the records did not carry the bytes unchanged")
 	}
-	if cli.c.authFailure() != nil || srv.warned("") != 0 {
-		t.Fatalf("auth failure %v, warnings %v", cli.c.authFailure(), srv.logs.All())
+	if lastAuth(cli.c) != nil || srv.warned("") != 0 {
+		t.Fatalf("auth failure %v, warnings %v", lastAuth(cli.c), srv.logs.All())
 	}
 	_ = cc.Close()
 	if _, err := r.conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
@@ -181,8 +181,8 @@ func TestHandshakeWrongSecretEitherSide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, cli := newSide(tc.srv, "server:1", time.Minute), newSide(tc.cli, "127.0.0.1:4242", time.Minute)
 			addr, res := listen(t, srv)
-			if cli.c.authFailure() != nil {
-				t.Fatal("AuthFailure before any dial")
+			if lastAuth(cli.c) != nil {
+				t.Fatal("an authentication failure before any dial")
 			}
 			_, _, err := dialHandshake(t, cli, addr)
 			if !errors.Is(err, ErrAuth) {
@@ -191,9 +191,9 @@ func TestHandshakeWrongSecretEitherSide(t *testing.T) {
 			if r := serverDone(t, res); !errors.Is(r.err, ErrAuth) {
 				t.Fatalf("server: %v, want ErrAuth", r.err)
 			}
-			af := cli.c.authFailure()
+			af := lastAuth(cli.c)
 			if !errors.Is(af, ErrAuth) || !strings.Contains(af.Error(), addr) || !strings.Contains(af.Error(), "authentication failed") {
-				t.Fatalf("AuthFailure %v, want ErrAuth naming %s", af, addr)
+				t.Fatalf("authentication failure %v, want ErrAuth naming %s", af, addr)
 			}
 			if srv.warned("authentication failed") != 1 {
 				t.Fatalf("server logged %v, want one Warn: authentication failed", srv.logs.All())
@@ -203,11 +203,11 @@ func TestHandshakeWrongSecretEitherSide(t *testing.T) {
 					t.Fatalf("the Warn does not name the remote address: %v", e.ContextMap())
 				}
 			}
-			// a second failure does not replace the first
+			// a second failure counts, and is the latest
 			_, _, _ = dialHandshake(t, cli, addr)
 			serverDone(t, res)
-			if cli.c.authFailure() != af {
-				t.Fatal("AuthFailure changed after a second failure")
+			if n, last := cli.c.authFailures(); n != 2 || last == af || !errors.Is(last, ErrAuth) {
+				t.Fatalf("after a second failure: %d failures, latest %v", n, last)
 			}
 		})
 	}
@@ -249,8 +249,8 @@ func TestHandshakeBadServerProof(t *testing.T) {
 	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "proof") {
 		t.Fatalf("client: %v, want ErrAuth for a wrong proof", err)
 	}
-	if !errors.Is(cli.c.authFailure(), ErrAuth) {
-		t.Fatalf("AuthFailure %v", cli.c.authFailure())
+	if !errors.Is(lastAuth(cli.c), ErrAuth) {
+		t.Fatalf("authentication failure %v", lastAuth(cli.c))
 	}
 	if got := <-done; !bytes.Equal(got, []byte{hsRefuse}) {
 		t.Fatalf("the client answered %x, want a refusal alone", got)
@@ -611,4 +611,10 @@ func TestHandshakeSlowFirstMessage(t *testing.T) {
 	}
 	_ = cc.Close()
 	_ = r.conn.Close()
+}
+
+// lastAuth is c's latest authentication failure, nil if none.
+func lastAuth(c *controlCreds) error {
+	_, err := c.authFailures()
+	return err
 }

@@ -312,7 +312,7 @@ func (w *lineWriter) println(a ...any) { _, _ = fmt.Fprintln(w, a...) }
 // EndpointTerminatedEvent), "watch-cancelled" (a callback cancelled at
 // once; prints "cancelled-fired" if it ever runs), "watch-actor ADDR"
 // (watcher watches ADDR's echo), "stop-echo" (stops the echo actor),
-// "authfailure" (prints "authfailure ISAUTH ERR" from Remote.AuthFailure),
+// "authfailure" (prints "authfailure ISAUTH ERR" from Remote.AuthFailures),
 // "stats" (prints "stats " and processStats), "close" (prints
 // "closed" or "closed: ERR"). At "close" or EOF it closes the runtime and
 // checks that no goroutine is left.
@@ -382,7 +382,7 @@ func peerMain(t *testing.T) {
 				t.Fatal(err)
 			}
 		case "authfailure":
-			err := rt.Remote().AuthFailure()
+			_, err := rt.Remote().AuthFailures()
 			out.println("authfailure", errors.Is(err, actors.ErrAuth), err)
 		case "stats":
 			out.println("stats", processStats())

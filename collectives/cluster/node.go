@@ -67,9 +67,9 @@ type Node struct {
 	pid     *actor.PID
 	spec    Spec
 	control string
-	// authBefore is the runtime's authentication failure when the Node
-	// started: only a later one fails this rendezvous.
-	authBefore error
+	// authBefore counts the runtime's authentication failures when the
+	// Node started: only a later one fails this rendezvous.
+	authBefore uint64
 	stopEvents func() // ends the OnEndpointTerminated calls
 
 	final    chan result                 // the roster or a refusal, once
@@ -96,8 +96,8 @@ func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
 	if spec.Size < 1 || spec.Rank < 0 || spec.Rank >= spec.Size {
 		return nil, fmt.Errorf("cluster: start: %w: rank %d of %d", errs.ErrBadArgument, spec.Rank, spec.Size)
 	}
-	n := &Node{rt: rt, spec: spec, control: rt.Remote().Address(), authBefore: rt.Remote().AuthFailure(),
-		final: make(chan result, 1)}
+	n := &Node{rt: rt, spec: spec, control: rt.Remote().Address(), final: make(chan result, 1)}
+	n.authBefore, _ = rt.Remote().AuthFailures()
 	a := &nodeActor{n: n, log: rt.Logger().Named("cluster")}
 	if spec.Rank == 0 {
 		a.gather = newGather(spec.Size, spec.Run)
@@ -112,14 +112,14 @@ func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
 	return n, nil
 }
 
-// authFailure is the runtime's first failed authentication of a dial
-// since the Node started (actors.ErrAuth: the peer refused this rank's
+// authFailure is the runtime's latest failed authentication of a dial,
+// if there was one since the Node started (actors.ErrAuth: the peer refused this rank's
 // proof of the secret, or its own was wrong), nil if none.
 func (n *Node) authFailure() error {
-	if n.authBefore != nil {
-		return nil // a failure before this Node: it cannot tell a new one
+	if count, last := n.rt.Remote().AuthFailures(); count > n.authBefore {
+		return last
 	}
-	return n.rt.Remote().AuthFailure()
+	return nil
 }
 
 // Control is this rank's control-plane address.
