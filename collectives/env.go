@@ -219,21 +219,26 @@ func commonEnv(get func(string) string, c *JoinConfig) error {
 	default:
 		return fmt.Errorf("%s %q: want auto, tcp or shm", EnvTransport, c.Transport)
 	}
-	if s := get(EnvJoinTimeout); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("%s %q: want a positive duration such as 90s", EnvJoinTimeout, s)
-		}
-		c.Timeout = d
+	var err error
+	if c.Timeout, err = envDuration(get, EnvJoinTimeout, c.Timeout, "90s"); err != nil {
+		return err
 	}
-	if s := get(EnvPeerTimeout); s != "" {
-		d, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil || d <= 0 {
-			return fmt.Errorf("%s %q: want a positive duration such as 10s", EnvPeerTimeout, s)
-		}
-		c.PeerTimeout = d
+	c.PeerTimeout, err = envDuration(get, EnvPeerTimeout, c.PeerTimeout, "10s")
+	return err
+}
+
+// envDuration reads the positive duration in variable name, or keeps def
+// where it is unset; example goes in the error.
+func envDuration(get func(string) string, name string, def time.Duration, example string) (time.Duration, error) {
+	s := strings.TrimSpace(get(name))
+	if s == "" {
+		return def, nil
 	}
-	return nil
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return def, fmt.Errorf("%s %q: want a positive duration such as %s", name, s, example)
+	}
+	return d, nil
 }
 
 // rankSize reads a rank and a world size.
