@@ -241,7 +241,7 @@ func startRemote(rt *Runtime, cfg RemoteConfig) (*Remote, error) {
 	}
 	log := rt.log.Named("remote")
 	g := newGuard(log)
-	creds := newControlCreds(cfg.Secret, adv, handshakeTimeout, cfg.PeerTimeout, log)
+	creds := newControlCreds(cfg.Secret, adv, cfg.PeerTimeout, log)
 	pcfg := remote.Configure(host, port,
 		remote.WithAdvertisedHost(adv),
 		remote.WithServerOptions(serverOptions(cfg, g, creds)...),

@@ -42,7 +42,7 @@ func (peerInfo) AuthType() string { return authType }
 //
 // Server side: the handshake waits behind a gate.Door (quiet
 // until the client's first message is in, spoken until its proof checks
-// out) and is bounded by timeout; it reads into one fixed buffer,
+// out) and is bounded by handshakeTimeout; it reads into one fixed buffer,
 // allocates nothing more for a stranger, and logs a wrong proof or a
 // client's refusal of its own at Warn ("authentication failed"; at most
 // once a second, the rest at Debug: strangerWarns), a
@@ -57,7 +57,6 @@ func (peerInfo) AuthType() string { return authType }
 type controlCreds struct {
 	secret      []byte
 	addr        string        // this runtime's advertised address, claimed as a client
-	timeout     time.Duration // a server handshake's bound
 	dialWait    time.Duration // a client handshake's bound
 	peerTimeout time.Duration // the record layer's silence bound
 	gates       *gate.Door
@@ -88,9 +87,9 @@ func (a *authFailures) get() (uint64, error) {
 }
 
 // newControlCreds makes the credentials of a runtime advertising addr.
-func newControlCreds(secret []byte, addr string, timeout, peerTimeout time.Duration, log *zap.Logger) *controlCreds {
+func newControlCreds(secret []byte, addr string, peerTimeout time.Duration, log *zap.Logger) *controlCreds {
 	return &controlCreds{
-		secret: secret, addr: addr, timeout: timeout, dialWait: max(timeout, peerTimeout), peerTimeout: peerTimeout,
+		secret: secret, addr: addr, dialWait: max(handshakeTimeout, peerTimeout), peerTimeout: peerTimeout,
 		gates: gate.NewDoor(), log: log, strangers: &strangerWarns{log: log}, failures: &authFailures{},
 	}
 }
@@ -113,12 +112,11 @@ func (c *controlCreds) OverrideServerName(string) error { return nil }
 // ServerHandshake authenticates a connection a stranger may have opened.
 func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	from := raw.RemoteAddr().String()
-	end := time.Now().Add(c.timeout)
+	end := time.Now().Add(handshakeTimeout)
 	_ = raw.SetDeadline(end) // gRPC clears it once HTTP/2 has started
 	g, err := admit(c.gates, raw, end)
 	if err != nil {
-		c.log.Debug("remote: handshake slots full: refused a connection", zap.String("peer", from))
-		return nil, nil, fmt.Errorf("actors: remote: handshake from %s: %w", from, err)
+		return c.serverFailed(from, nil, 0, err)
 	}
 	defer g.Leave()
 	var t hsTranscript
@@ -175,14 +173,15 @@ func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 }
 
 // serverFailed logs a server handshake that broke off after n bytes read
-// and returns its error (io.EOF, which gRPC does not log, for a connection
+// (g is its place behind the door, nil if it never got one) and returns
+// its error (io.EOF, which gRPC does not log, for a connection
 // closed before its first byte).
 func (c *controlCreds) serverFailed(from string, g *gate.Guest, n int, err error) (net.Conn, credentials.AuthInfo, error) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, errHandshake):
 		c.strangers.warn("remote: refused a connection: not a choreo control handshake", zap.String("peer", from), zap.Error(err))
-	case errors.Is(err, gate.ErrCut) || g.Cut():
+	case errors.Is(err, gate.ErrCut) || g != nil && g.Cut():
 		c.log.Debug("remote: handshake cut to make room", zap.String("peer", from), zap.Int("read", n))
 	case errors.Is(err, gate.ErrFull):
 		c.log.Debug("remote: handshake slots full: refused a connection", zap.String("peer", from), zap.Int("read", n))
@@ -190,7 +189,7 @@ func (c *controlCreds) serverFailed(from string, g *gate.Guest, n int, err error
 		c.log.Debug("remote: connection closed before its handshake", zap.String("peer", from))
 		return nil, nil, io.EOF
 	case errors.As(err, &ne) && ne.Timeout():
-		c.log.Debug("remote: handshake timed out", zap.String("peer", from), zap.Int("read", n), zap.Duration("bound", c.timeout))
+		c.log.Debug("remote: handshake timed out", zap.String("peer", from), zap.Int("read", n), zap.Duration("bound", handshakeTimeout))
 	default:
 		c.log.Debug("remote: handshake broke off", zap.String("peer", from), zap.Int("read", n), zap.Error(err))
 	}
@@ -253,6 +252,9 @@ func (c *controlCreds) ClientHandshake(ctx context.Context, authority string, ra
 	}
 	if verdict[0] != hsAccept {
 		return nil, nil, fail("it refused this runtime's proof of the group secret", ErrAuth)
+	}
+	if !stop() { // ctx ended: its deadline in the past may land after the line below
+		return nil, nil, fail("cancelled", ctx.Err())
 	}
 	_ = raw.SetDeadline(time.Time{})
 	rc, err := c.records(raw, &t, true, authority)

@@ -46,7 +46,7 @@ type side struct {
 
 func newSide(secret []byte, addr string, peerTimeout time.Duration) side {
 	core, logs := observer.New(zapcore.DebugLevel)
-	return side{c: newControlCreds(secret, addr, handshakeTimeout, peerTimeout, zap.New(core)), logs: logs}
+	return side{c: newControlCreds(secret, addr, peerTimeout, zap.New(core)), logs: logs}
 }
 
 // warned counts the Warn lines containing s.
