@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,7 +115,6 @@ func TestFloodDoesNotKeepPeersOut(t *testing.T) {
 		for _, w := range waits {
 			w()
 		}
-		runtime.GC() // the flood's garbage, not during a later test's measurement
 	}()
 	var before uint64
 	ts, errs, flooded := connectInTurn(ctx, run, n, func(r int) {
