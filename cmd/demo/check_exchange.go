@@ -31,29 +31,32 @@ func exchangeCounts(dt gpu.DType) []int {
 // same order.
 func (k *checker) exchange() {
 	last := k.g.Size() - 1
+	var steps []func()
 	for _, dt := range gpu.DTypes {
 		for _, count := range exchangeCounts(dt) {
-			if k.broken {
-				return
-			}
-			k.allToAll(dt, count)
-			k.allToAllV(dt, count)
-			k.gather(dt, count, 0)
-			k.gather(dt, count, last)
-			k.scatter(dt, count, 0)
-			k.scatter(dt, count, last)
-			k.reduceRoot(dt, collectives.Sum, count, last)
-			k.batchRing(dt, count)
+			steps = append(steps,
+				func() { k.allToAll(dt, count) },
+				func() { k.allToAllV(dt, count) },
+				func() { k.gather(dt, count, 0) },
+				func() { k.gather(dt, count, last) },
+				func() { k.scatter(dt, count, 0) },
+				func() { k.scatter(dt, count, last) },
+				func() { k.reduceRoot(dt, collectives.Sum, count, last) },
+				func() { k.batchRing(dt, count) })
 		}
 	}
 	for _, dt := range []gpu.DType{gpu.Float32, gpu.Int8, gpu.BFloat16, gpu.Float16} {
 		for _, op := range []collectives.Op{collectives.Min, collectives.Max, collectives.Prod} {
-			if k.broken {
-				return
-			}
-			k.reduceRoot(dt, op, 7, 0)
-			k.reduceRoot(dt, op, 1024, last)
+			steps = append(steps,
+				func() { k.reduceRoot(dt, op, 7, 0) },
+				func() { k.reduceRoot(dt, op, 1024, last) })
 		}
+	}
+	for _, step := range steps { // a failure that breaks the group ends them
+		if k.broken {
+			return
+		}
+		step()
 	}
 }
 
