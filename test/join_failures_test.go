@@ -33,27 +33,7 @@ func (c *procs) startWith(r int, extra []string, args ...string) *rank {
 // awaitText waits, up to d, for an output line containing all of parts,
 // and returns it.
 func (k *rank) awaitText(d time.Duration, parts ...string) (line, bool) {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		for _, l := range k.lines() {
-			if containsAll(l.text, parts) {
-				return l, true
-			}
-		}
-		select {
-		case <-k.news:
-		case <-k.done:
-			for _, l := range k.lines() {
-				if containsAll(l.text, parts) {
-					return l, true
-				}
-			}
-			return line{}, false
-		case <-deadline.C:
-			return line{}, false
-		}
-	}
+	return k.awaitMatch(d, func(s string) bool { return containsAll(s, parts) })
 }
 
 func containsAll(s string, parts []string) bool {

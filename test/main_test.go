@@ -160,18 +160,33 @@ func (k *rank) text() string {
 	return b.String()
 }
 
-// await waits, up to d, for a line starting with prefix and returns it.
+// await waits, up to d or the process's end, for a line starting with
+// prefix and returns it.
 func (k *rank) await(d time.Duration, prefix string) (line, bool) {
+	return k.awaitMatch(d, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
+// awaitMatch waits, up to d or the process's end, for an output line that
+// match accepts, and returns it.
+func (k *rank) awaitMatch(d time.Duration, match func(string) bool) (line, bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	for {
+	find := func() (line, bool) {
 		for _, l := range k.lines() {
-			if strings.HasPrefix(l.text, prefix) {
+			if match(l.text) {
 				return l, true
 			}
 		}
+		return line{}, false
+	}
+	for {
+		if l, ok := find(); ok {
+			return l, true
+		}
 		select {
 		case <-k.news:
+		case <-k.done:
+			return find()
 		case <-deadline.C:
 			return line{}, false
 		}
