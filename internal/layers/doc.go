@@ -17,13 +17,16 @@
 //	6  fence                                    the fence manager (a runtime service) and Fence
 //	7  array                                    arrays on streams
 //	8  collectives/reduce, collectives/transport
-//	9  collectives/algo, collectives/transport/transporttest, collectives/transport/tcp
-//	9  collectives/transport/shm                the shared-memory transport (ranks of one host)
-//	9  collectives/cluster                      a rank's control-plane node: rendezvous, peer watch
-//	10 collectives                              Group, the ops as choreographies
-//	11 choreotest                               the actor-level test kit
-//	12 internal/testenv                         the tests' set-up (on the kit)
-//	13 cmd/..., bench/..., test                 programs, benchmarks, the integration tests
+//	9  collectives/transport/msg                the message layer over per-peer links; carriers register here
+//	9  collectives/transport/mesh               one authenticated full mesh of connections
+//	10 collectives/algo, collectives/transport/transporttest
+//	10 collectives/transport/tcp                links over TCP (any two hosts)
+//	10 collectives/transport/shm                links through shared memory (ranks of one host)
+//	10 collectives/cluster                      a rank's control-plane node: rendezvous, peer watch
+//	11 collectives                              Group, the ops as choreographies
+//	12 choreotest                               the actor-level test kit
+//	13 internal/testenv                         the tests' set-up (on the kit)
+//	14 cmd/..., bench/..., test                 programs, benchmarks, the integration tests
 //
 // Services a runtime needs per system (the fence manager, the default comm
 // stream) attach to actors.Runtime through actors.Service, so the base

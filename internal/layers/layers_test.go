@@ -25,18 +25,19 @@ var layer = map[string]int{
 	"fence":              6,
 	"array":              7,
 	"collectives/reduce": 8, "collectives/transport": 8,
-	"collectives/algo": 9, "collectives/transport/transporttest": 9, "collectives/transport/tcp": 9, "collectives/transport/shm": 9,
-	"collectives/cluster": 9,
-	"collectives":         10,
-	"choreotest":          11,
-	"internal/testenv":    12,
+	"collectives/transport/msg": 9, "collectives/transport/mesh": 9,
+	"collectives/algo": 10, "collectives/transport/transporttest": 10, "collectives/transport/tcp": 10, "collectives/transport/shm": 10,
+	"collectives/cluster": 10,
+	"collectives":         11,
+	"choreotest":          12,
+	"internal/testenv":    13,
 }
 
 // place is a package's layer; every cmd/ program, and the integration
 // tests, are on top.
 func place(pkg string) (int, bool) {
 	if strings.HasPrefix(pkg, "cmd/") || strings.HasPrefix(pkg, "bench/") || pkg == "test" {
-		return 13, true
+		return 14, true
 	}
 	l, ok := layer[pkg]
 	return l, ok

@@ -1,0 +1,118 @@
+package msg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// Carrier is one kind of link, registered by the package that provides it
+// (from its init, as gpu backends are): a group then links each pair of
+// ranks by the most preferred carrier both ranks have that reaches from
+// one to the other.
+type Carrier struct {
+	// Name is what CHOREO_TRANSPORT and JoinConfig.Transport call it.
+	Name string
+	// Preference orders carriers: a pair takes the highest both ranks have.
+	Preference int
+	// SameHost says the carrier reaches only ranks on this rank's host
+	// (ranks with the same host identity).
+	SameHost bool
+	// Supported reports whether this process can use the carrier (nil:
+	// always).
+	Supported func() bool
+	// Prepare readies this rank before the ranks meet (a listener on
+	// host, say): its Addr goes to every peer with the roster.
+	Prepare func(host string) (Prepared, error)
+}
+
+// Prepared is a carrier readied by Prepare.
+type Prepared interface {
+	// Addr is where peers reach this rank ("" when they need nothing).
+	Addr() string
+	// Connect links this rank to s.Peers and returns the links indexed by
+	// rank (nil for the ranks not in s.Peers). It releases what Prepare
+	// took, whatever it returns.
+	Connect(ctx context.Context, s Setup) ([]Link, error)
+	// Close releases what Prepare took, when Connect is not called.
+	Close() error
+}
+
+// Setup is what a carrier's Connect knows of the group.
+type Setup struct {
+	Rank, Size int
+	// Group is the group's id; Run names the run (for names that must be
+	// unique to it, such as a host's socket names).
+	Group uint64
+	Run   string
+	// Secret is the group's shared secret (the links prove it).
+	Secret []byte
+	// Peers are the ranks to link to, in increasing order.
+	Peers []int
+	// Addrs holds every rank's Prepared.Addr for this carrier, by rank.
+	Addrs []string
+	// PeerTimeout is how long a peer may stay silent before it is lost.
+	PeerTimeout time.Duration
+}
+
+var carriers struct {
+	mu  sync.Mutex
+	all []Carrier
+}
+
+// Register adds a carrier; a second one of the same name panics (a
+// programming error, at init).
+func Register(c Carrier) {
+	carriers.mu.Lock()
+	defer carriers.mu.Unlock()
+	if c.Name == "" || c.Prepare == nil {
+		panic("msg: Register: a carrier needs a name and Prepare")
+	}
+	for _, o := range carriers.all {
+		if o.Name == c.Name {
+			panic(fmt.Sprintf("msg: Register: carrier %q registered twice", c.Name))
+		}
+	}
+	carriers.all = append(carriers.all, c)
+	slices.SortStableFunc(carriers.all, func(a, b Carrier) int { return b.Preference - a.Preference })
+}
+
+// Carriers returns the registered carriers this process supports, most
+// preferred first.
+func Carriers() []Carrier {
+	carriers.mu.Lock()
+	all := slices.Clone(carriers.all)
+	carriers.mu.Unlock()
+	return slices.DeleteFunc(all, func(c Carrier) bool { return c.Supported != nil && !c.Supported() })
+}
+
+// Lookup returns the registered carrier called name, whether supported
+// here or not.
+func Lookup(name string) (Carrier, bool) {
+	carriers.mu.Lock()
+	defer carriers.mu.Unlock()
+	for _, c := range carriers.all {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Carrier{}, false
+}
+
+// Names returns the registered carriers' names, most preferred first.
+func Names() []string {
+	carriers.mu.Lock()
+	defer carriers.mu.Unlock()
+	out := make([]string, len(carriers.all))
+	for i, c := range carriers.all {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// ErrNoCarrier is returned when no carrier links a pair of ranks.
+var ErrNoCarrier = fmt.Errorf("no transport links the pair: %w", transport.ErrBadArgument)
