@@ -46,6 +46,10 @@ type Spec struct {
 	// Transport is the data plane this rank asks for ("auto", "tcp",
 	// "shm"); the roster carries every rank's.
 	Transport string
+	// Host is this rank's host identity in the roster; empty: this
+	// machine's (its host name and boot id). Ranks of one identity are
+	// linked through shared memory.
+	Host string
 }
 
 // closeWait bounds how long Close waits for the Node's actor to stop.
@@ -138,7 +142,10 @@ func hostID() string {
 
 // hello is this rank's Hello.
 func (n *Node) hello() *wire.Hello {
-	host := hostID()
+	host := n.spec.Host
+	if host == "" {
+		host = hostID()
+	}
 	return &wire.Hello{Rank: uint32(n.spec.Rank), Size: uint32(n.spec.Size), ControlAddr: n.control,
 		DataAddr: n.spec.Data, Host: host, Pid: int32(os.Getpid()), Run: n.spec.Run,
 		Backend: n.spec.Backend, Version: Version, Transport: n.spec.Transport}

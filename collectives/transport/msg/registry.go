@@ -42,6 +42,9 @@ type Prepared interface {
 	Close() error
 }
 
+// MinSecret is the shortest group secret a carrier accepts.
+const MinSecret = 16
+
 // Setup is what a carrier's Connect knows of the group.
 type Setup struct {
 	Rank, Size int
