@@ -183,6 +183,9 @@ func args(e Event) map[string]any {
 	if e.Cat == "transport" {
 		a["peer"] = e.Peer
 	}
+	if e.Via != "" {
+		a["via"] = e.Via
+	}
 	if e.Bytes != 0 {
 		a["bytes"] = e.Bytes
 	}

@@ -70,6 +70,7 @@ type Event struct {
 
 	Group, Seq uint64
 	Peer       int
+	Via        string // a transport call's link to Peer ("shm", "tcp")
 	Bytes      int64
 	Count      int // commands of a GPU stream batch, or parts of a task
 	Err        string

@@ -10,7 +10,8 @@ import (
 const traceTrack = "transport"
 
 // Traced returns t recording each Send and Recv (and Expose) as a span on
-// rec, with its peer, its bytes, its collective (Group, Seq) and its error.
+// rec, with its peer (and the carrier of its link, where t is a Linker),
+// its bytes, its collective (Group, Seq) and its error.
 // The spans of concurrent calls overlap, so they are async slices. The
 // result keeps t's PeerAccess, and its TrySend reaches t's where t has one.
 // A nil rec returns t itself.
@@ -25,11 +26,26 @@ func Traced(t Transport, rec *trace.Recorder) Transport {
 	return tt
 }
 
+// Linker is implemented by transports whose peers are linked by
+// different carriers (shared memory to some, TCP to others): Via names
+// the carrier of peer's link ("" for none).
+type Linker interface {
+	Via(peer int) string
+}
+
 // traced is a Transport that records its calls; Rank, Size, Abort and
 // Close are t's own.
 type traced struct {
 	Transport
 	rec *trace.Recorder
+}
+
+// via is the carrier of peer's link, where t tells it.
+func (t *traced) via(peer int) string {
+	if l, ok := t.Transport.(Linker); ok && peer >= 0 {
+		return l.Via(peer)
+	}
+	return ""
 }
 
 // Send implements Transport.
@@ -66,7 +82,7 @@ func (t *traced) TrySend(ctx context.Context, dst int, tag Tag, data []byte) (bo
 // span records one call as an async slice.
 func (t *traced) span(name string, t0 int64, peer int, tag Tag, n int, err error) {
 	e := trace.Event{Kind: trace.Async, Cat: "transport", Track: traceTrack, Name: name, TS: t0,
-		Group: tag.Group, Seq: tag.Seq, Peer: peer, Bytes: int64(n)}
+		Group: tag.Group, Seq: tag.Seq, Peer: peer, Via: t.via(peer), Bytes: int64(n)}
 	e.Dur = t.rec.Now() - t0
 	if err != nil {
 		e.Err = err.Error()

@@ -74,3 +74,34 @@ func TestTracedRecordsCalls(t *testing.T) {
 		_ = x.Close()
 	}
 }
+
+// linked names its peers' links the way a mixed group's transport does.
+type linked struct{ transport.Transport }
+
+func (linked) Via(peer int) string { return []string{"shm", "tcp"}[peer] }
+
+// TestTracedVia: a Linker's spans say which link each call went by.
+func TestTracedVia(t *testing.T) {
+	tr := trace.New()
+	ts := transport.NewLocal(2)
+	a, b := transport.Traced(linked{opaque{ts[0]}}, tr.Rank(0)), transport.Traced(linked{opaque{ts[1]}}, tr.Rank(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tag := transport.Tag{Group: 7, Seq: 4}
+	done := make(chan error, 1)
+	go func() { done <- a.Send(ctx, 1, tag, make([]byte, 8)) }()
+	if err := b.Recv(ctx, 0, tag, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for r, want := range []string{"tcp", "shm"} {
+		if evs := tr.Rank(r).Events(); len(evs) != 1 || evs[0].Via != want {
+			t.Errorf("rank %d: %+v, want via %s", r, evs, want)
+		}
+	}
+	for _, x := range []transport.Transport{a, b} {
+		_ = x.Close()
+	}
+}
