@@ -1,0 +1,184 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// basePort is the control port of local rank 0 on each host; local rank
+// l listens at basePort+l. Every host has its own port space, so the
+// ports are fixed.
+const basePort = 29400
+
+// clusterSpec is one group of demo ranks over the network's hosts:
+// perHost ranks on each host, host h holding ranks h*perHost to
+// (h+1)*perHost-1 (local rank = rank mod perHost); transport is
+// CHOREO_TRANSPORT ("" leaves it unset); env is added to every rank's
+// environment; args follow `demo --verbose node`.
+type clusterSpec struct {
+	perHost   int
+	transport string
+	env       []string
+	args      []string
+}
+
+// cluster is the rank processes of one group, started by the harness as
+// a launcher on each host would start them, each inside its host's
+// network namespace and a UTS namespace of its own named as the host.
+type cluster struct {
+	spec    clusterSpec
+	ranks   []*proc
+	hostOf  []int
+	started time.Time
+}
+
+// startCluster starts spec's ranks on every host of h's network. If one
+// cannot start, those started are killed.
+func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
+	hosts := h.net.hosts
+	n := hosts * spec.perHost
+	addrs := make([]string, n)
+	for r := range addrs {
+		addrs[r] = net.JoinHostPort(h.net.addr(r/spec.perHost), strconv.Itoa(basePort+r%spec.perHost))
+	}
+	hostfile, _ := json.Marshal(addrs) // CHOREO_HOSTFILE takes the list itself
+	h.runs++
+	common := []string{
+		"CHOREO_WORLD_SIZE=" + strconv.Itoa(n),
+		"CHOREO_HOSTFILE=" + string(hostfile),
+		"CHOREO_SECRET=" + randomHex(32),
+		"CHOREO_RUN=hosts-" + h.net.run + "-" + strconv.Itoa(h.runs),
+	}
+	if spec.transport != "" {
+		common = append(common, "CHOREO_TRANSPORT="+spec.transport)
+	}
+	if os.Getenv("GOMAXPROCS") == "" { // as demo launch shares the processors out
+		common = append(common, "GOMAXPROCS="+strconv.Itoa(max(1, runtime.NumCPU()/n)))
+	}
+	common = append(append(common, h.cfg.env...), spec.env...)
+	c := &cluster{spec: spec, started: time.Now()}
+	for r := range n {
+		host := r / spec.perHost
+		env := append([]string{"CHOREO_RANK=" + strconv.Itoa(r), "CHOREO_LOCAL_RANK=" + strconv.Itoa(r%spec.perHost)}, common...)
+		argv := append([]string{"ip", "netns", "exec", h.net.ns(host),
+			"unshare", "--uts", "sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", h.net.hostname(host),
+			h.demo, "--verbose", "node"}, spec.args...)
+		p, err := startProc(fmt.Sprintf("rank %d (host %d)", r, host), argv, env)
+		if err != nil {
+			c.kill()
+			return nil, err
+		}
+		c.ranks = append(c.ranks, p)
+		c.hostOf = append(c.hostOf, host)
+	}
+	return c, nil
+}
+
+// kill ends every rank still running and waits for them (bounded).
+func (c *cluster) kill() {
+	for _, p := range c.ranks {
+		_ = p.signal(syscall.SIGKILL)
+	}
+	for _, p := range c.ranks {
+		p.wait(10 * time.Second)
+	}
+}
+
+// waitAll waits until d has passed for every rank to end; it reports
+// whether they all did.
+func (c *cluster) waitAll(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for _, p := range c.ranks {
+		if !p.wait(time.Until(deadline)) {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitAll waits, until d has passed, for a line that match accepts on
+// every rank; it returns the first rank without one, or -1.
+func (c *cluster) awaitAll(d time.Duration, match func(string) bool) int {
+	deadline := time.Now().Add(d)
+	for r, p := range c.ranks {
+		if _, ok := p.await(time.Until(deadline), match); !ok {
+			return r
+		}
+	}
+	return -1
+}
+
+// failure says what went wrong with rank r: its exit and last line, or
+// that it is still running.
+func (c *cluster) failure(r int) string {
+	p := c.ranks[r]
+	if ended, code, _ := p.exited(); ended {
+		return fmt.Sprintf("rank %d (host %d) exit %d: %s", r, c.hostOf[r], code, p.lastLine(300))
+	}
+	return fmt.Sprintf("rank %d (host %d) still running: %s", r, c.hostOf[r], p.lastLine(300))
+}
+
+// firstFailure is the first rank that exited with a status other than 0,
+// or -1.
+func (c *cluster) firstFailure() int {
+	for r, p := range c.ranks {
+		if ended, code, _ := p.exited(); ended && code != 0 {
+			return r
+		}
+	}
+	return -1
+}
+
+// joinedTransport matches the data plane Join reports on the "joined" log
+// line of a rank run with --verbose.
+var joinedTransport = regexp.MustCompile(`\bjoined\b.*"transport": "([^"]*)"`)
+
+// transports are the distinct data planes the ranks said they joined
+// with, "+"-separated ("?" when no rank said).
+func (c *cluster) transports() string {
+	var got []string
+	for _, p := range c.ranks {
+		for _, l := range p.lines() {
+			if m := joinedTransport.FindStringSubmatch(l.text); m != nil && !slices.Contains(got, m[1]) {
+				got = append(got, m[1])
+			}
+		}
+	}
+	if len(got) == 0 {
+		return "?"
+	}
+	slices.Sort(got)
+	return strings.Join(got, "+")
+}
+
+// transcript is every rank's output, times since the cluster started.
+func (c *cluster) transcript() string {
+	var b strings.Builder
+	for r, p := range c.ranks {
+		for _, l := range p.lines() {
+			fmt.Fprintf(&b, "%+9.3fs [%d h%d] %s\n", l.at.Sub(c.started).Seconds(), r, c.hostOf[r], l.text)
+		}
+		if ended, code, at := p.exited(); ended {
+			fmt.Fprintf(&b, "%+9.3fs [%d h%d] (exit %d)\n", at.Sub(c.started).Seconds(), r, c.hostOf[r], code)
+		}
+	}
+	return b.String()
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// experiments are the harness's experiments, in the order they run.
+var experiments = []string{"bench", "matrix", "kill"}
+
+// config is the harness's command line.
+type config struct {
+	only       []string
+	hosts      int
+	perHost    []int
+	rates      []rate
+	transports []string
+	algoEnv    string
+	algos      []string
+	env        []string
+	burst      time.Duration
+	timeout    time.Duration
+	backend    string
+	demo       string
+	logs       string
+	clean      bool
+	seed       uint64
+
+	// bench
+	ops   string
+	sizes string
+	iters int
+
+	// kill
+	killTries  int
+	killWithin time.Duration
+	killSize   string
+}
+
+// parseConfig reads args.
+func parseConfig(args []string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("hosts", flag.ContinueOnError)
+	only := fs.String("only", strings.Join(experiments, ","), "experiments to run, comma-separated: "+strings.Join(experiments, ", "))
+	fs.IntVar(&c.hosts, "hosts", 2, "hosts (network namespaces)")
+	perHost := fs.String("ranks", "2", "ranks per host, comma-separated: each count is a group of hosts x count ranks")
+	rates := fs.String("rates", "10gbit", "link rates, comma-separated (tc's spelling: 10gbit, 25gbit, 500mbit; off: no cap); bench runs at each, matrix and kill at the first")
+	transports := fs.String("transports", "tcp,auto", "CHOREO_TRANSPORT of the groups, comma-separated: tcp, shm, auto, or - to leave it unset")
+	fs.StringVar(&c.algoEnv, "algo-env", "", "an environment variable that forces the collectives' algorithm; with -algos, every group runs once per value")
+	algos := fs.String("algos", "", "values of -algo-env, comma-separated (each a variant of every group)")
+	fs.Func("env", "NAME=VALUE added to every rank's environment (repeatable; the harness's own environment is passed on too)", func(s string) error {
+		if name, _, ok := strings.Cut(s, "="); !ok || name == "" {
+			return fmt.Errorf("want NAME=VALUE, got %q", s)
+		}
+		c.env = append(c.env, s)
+		return nil
+	})
+	fs.DurationVar(&c.burst, "burst", time.Millisecond, "the shaper's token bucket, in time at the rate (tbf burst = rate x this, at least 256 KiB)")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound on one group's run")
+	fs.StringVar(&c.backend, "backend", "sim", "the ranks' GPU backend (demo's --backend)")
+	fs.StringVar(&c.demo, "demo", "", "a demo executable to use instead of building ./cmd/demo")
+	fs.StringVar(&c.logs, "logs", "", "directory for the output of failed groups (default: a new one under the temporary directory)")
+	fs.BoolVar(&c.clean, "clean", false, "delete the namespaces an earlier, killed run left (no process in them), then exit")
+	fs.Uint64Var(&c.seed, "seed", 0, "seed of the kill experiment's random choices; 0: from the clock")
+
+	fs.StringVar(&c.ops, "ops", "allreduce", "bench: ops (demo bench's --ops)")
+	fs.StringVar(&c.sizes, "sizes", "1MiB,64MiB", "bench: bytes per rank (demo bench's --sizes)")
+	fs.IntVar(&c.iters, "iters", 0, "bench: timed iterations per size (0: demo bench's, by size)")
+
+	fs.IntVar(&c.killTries, "kill-tries", 4, "kill: tries per group; the victim's host alternates")
+	fs.DurationVar(&c.killWithin, "kill-within", time.Second, "kill: bound on each survivor's ErrPeerLost after the kill")
+	fs.StringVar(&c.killSize, "kill-size", "64MiB", "kill: bytes per all-reduce of the soak the kill lands in")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("hosts: unexpected arguments %q", fs.Args())
+	}
+	return c, c.read(*only, *perHost, *rates, *transports, *algos)
+}
+
+// read checks and converts the list flags.
+func (c *config) read(only, perHost, rates, transports, algos string) error {
+	var err error
+	if c.only, err = names(only, experiments); err != nil {
+		return err
+	}
+	if c.transports, err = names(transports, []string{"tcp", "shm", "auto", "-"}); err != nil {
+		return err
+	}
+	for _, s := range split(perHost) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 64 {
+			return fmt.Errorf("hosts: -ranks: %q is not a count of 1 to 64", s)
+		}
+		c.perHost = append(c.perHost, n)
+	}
+	for _, s := range split(rates) {
+		r, err := parseRate(s)
+		if err != nil {
+			return err
+		}
+		c.rates = append(c.rates, r)
+	}
+	c.algos = split(algos)
+	switch {
+	case c.hosts < 1 || c.hosts > 250:
+		return fmt.Errorf("hosts: -hosts %d: want 1 to 250", c.hosts)
+	case len(c.perHost) == 0 || len(c.rates) == 0:
+		return fmt.Errorf("hosts: -ranks and -rates need at least one value")
+	case len(c.algos) > 0 && c.algoEnv == "":
+		return fmt.Errorf("hosts: -algos needs -algo-env (the variable that forces the algorithm)")
+	case c.killTries < 1 || c.killWithin <= 0 || c.timeout <= 0:
+		return fmt.Errorf("hosts: -kill-tries, -kill-within and -timeout must be positive")
+	}
+	return nil
+}
+
+// wants reports whether experiment name is to run.
+func (c *config) wants(name string) bool { return slices.Contains(c.only, name) }
+
+// variant is one way to run a group: its CHOREO_TRANSPORT and, where
+// -algo-env is given, the value of that variable.
+type variant struct {
+	transport string
+	algo      string
+}
+
+// env is the variant's environment for the ranks.
+func (v variant) env(algoEnv string) []string {
+	if v.algo == "" {
+		return nil
+	}
+	return []string{algoEnv + "=" + v.algo}
+}
+
+// asked is the transport as the tables show it.
+func (v variant) asked() string {
+	if v.transport == "" {
+		return "(unset)"
+	}
+	return v.transport
+}
+
+// variants is every transport, times every algorithm value when there are
+// some.
+func (c *config) variants() []variant {
+	var out []variant
+	for _, t := range c.transports {
+		if t == "-" {
+			t = ""
+		}
+		if len(c.algos) == 0 {
+			out = append(out, variant{transport: t})
+		}
+		for _, a := range c.algos {
+			out = append(out, variant{transport: t, algo: a})
+		}
+	}
+	return out
+}
+
+// names splits s and checks each name against known.
+func names(s string, known []string) ([]string, error) {
+	var out []string
+	for _, n := range split(s) {
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("hosts: unknown name %q (known: %s)", n, strings.Join(known, ", "))
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("hosts: an empty list")
+	}
+	return out, nil
+}
+
+// split is s's comma-separated items, trimmed, empty ones dropped.
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,262 @@
+// Command hosts runs choreo groups across several hosts on one machine:
+// each host is a Linux network namespace with its own address, and its
+// ranks run in UTS namespaces carrying the host's name (so choreo takes
+// them for separate machines: shared memory works only among a host's
+// ranks). The hosts meet at a bridge through veth pairs whose rate tc's
+// token bucket caps (10 and 25 Gbit/s, say), in both directions, as
+// full-duplex NICs on a switch. It runs demo ranks there (`demo node
+// bench`, `demo node check matrix`, `demo node check soak`) and prints
+// markdown tables: each op and size's p50 and bus bandwidth per group of
+// hosts x ranks, rate and transport; the check matrix's result; and how
+// long every survivor takes to fail with ErrPeerLost after a rank on
+// either host is killed.
+//
+// It needs Linux, root, ip and tc (iproute2), unshare and hostname, and
+// says why it skips otherwise (exit 2). It deletes every namespace it
+// made when it ends, also on failure and on Ctrl-C or SIGTERM; namespaces
+// carry a per-run suffix, and -clean deletes those of a run that was
+// killed outright. See README.md.
+//
+//	go run ./bench/hosts                                 # 2 hosts x 2 ranks at 10 Gbit/s
+//	go run ./bench/hosts -ranks 4 -rates 10gbit,25gbit -transports tcp,auto
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0 // every target met
+	exitMissed  = 1 // a target was not met (wrong elements, a failed group, a slow detection)
+	exitCannot  = 2 // the harness could not run, or skipped (not root, no ip or tc)
+	exitStopped = 130
+)
+
+// harness is one invocation: its configuration, the network of hosts,
+// the demo it runs, its scratch and log directories, the progress logger
+// (stderr), the tables' writer (stdout) and the summary lines.
+type harness struct {
+	cfg     *config
+	net     *network
+	demo    string
+	tmp     string
+	logs    string
+	log     *zap.SugaredLogger
+	out     io.Writer
+	outMu   sync.Mutex
+	rng     *rand.Rand
+	runs    int // groups started, for CHOREO_RUN
+	summary []string
+}
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(exitCannot)
+	}
+	log := newLogger()
+	code := run(cfg, log)
+	_ = log.Sync()
+	os.Exit(code)
+}
+
+// newLogger is the progress logger: short console lines on stderr.
+func newLogger() *zap.SugaredLogger {
+	ec := zap.NewDevelopmentEncoderConfig()
+	ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05")
+	ec.EncodeCaller = nil
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(ec), zapcore.Lock(os.Stderr), zapcore.InfoLevel)
+	return zap.New(core).Sugar()
+}
+
+// run runs the experiments cfg names and returns the exit status.
+func run(cfg *config, log *zap.SugaredLogger) int {
+	if err := preflight(); err != nil {
+		log.Warnw("skipped", "why", err)
+		return exitCannot
+	}
+	if cfg.clean {
+		gone, err := cleanStale()
+		log.Infow("clean", "deleted", gone, "err", err)
+		if err != nil {
+			return exitCannot
+		}
+		return exitOK
+	}
+	tmp, err := os.MkdirTemp("", "choreo-hosts-")
+	if err != nil {
+		log.Errorw("scratch directory", "err", err)
+		return exitCannot
+	}
+	// The network exists (empty) before the signal handler: an interrupt
+	// during its setup deletes what the setup made.
+	h := &harness{cfg: cfg, tmp: tmp, log: log, out: os.Stdout, logs: cfg.logs,
+		net: newNetwork(randomHex(3), cfg.hosts, log)}
+	if h.logs == "" {
+		h.logs = filepath.Join(os.TempDir(), "choreo-hosts-logs-"+time.Now().Format("20060102-150405"))
+	}
+	seed := cfg.seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	h.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var once sync.Once
+	cleanup := func() {
+		once.Do(func() {
+			kids.killAll()
+			h.waitChildren(10 * time.Second)
+			if err := h.net.close(); err != nil {
+				log.Errorw("deleting the hosts", "err", err)
+			}
+			_ = os.RemoveAll(tmp)
+		})
+	}
+	defer cleanup()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		log.Warnw("interrupted: killing the ranks, deleting the hosts", "signal", s.String())
+		cleanup()
+		_ = log.Sync()
+		os.Exit(exitStopped)
+	}()
+	return h.runAll(seed)
+}
+
+// runAll builds the demo, makes the hosts and runs the experiments.
+func (h *harness) runAll(seed uint64) int {
+	cfg, log := h.cfg, h.log
+	if h.demo = cfg.demo; h.demo == "" {
+		var err error
+		if h.demo, err = buildDemo(h.tmp, log); err != nil {
+			log.Errorw("build", "err", err)
+			return exitCannot
+		}
+	} else if abs, err := filepath.Abs(h.demo); err != nil || !executable(abs) {
+		log.Errorw("-demo is not an executable", "path", h.demo)
+		return exitCannot
+	} else {
+		h.demo = abs
+	}
+	if err := h.net.setup(); err != nil {
+		log.Errorw("making the hosts", "err", err)
+		return exitCannot
+	}
+	log.Infow("hosts", "seed", seed, "hosts", cfg.hosts, "ranks per host", cfg.perHost, "rates", fmt.Sprint(cfg.rates),
+		"variants", len(cfg.variants()), "failed groups' output", h.logs)
+	t0 := time.Now()
+	missed := false
+	for _, e := range []struct {
+		name string
+		run  func() (bool, error)
+	}{{"bench", h.benchExperiment}, {"matrix", h.matrixExperiment}, {"kill", h.killExperiment}} {
+		if !cfg.wants(e.name) {
+			continue
+		}
+		ok, err := e.run()
+		if err != nil {
+			log.Errorw(e.name, "err", err)
+			return exitCannot
+		}
+		missed = missed || !ok
+	}
+	h.outMu.Lock()
+	fmt.Fprintf(h.out, "\n### Summary (%d hosts, seed %d, %s)\n\n", cfg.hosts, seed, time.Since(t0).Round(time.Second))
+	for _, s := range h.summary {
+		fmt.Fprintf(h.out, "- %s\n", s)
+	}
+	h.outMu.Unlock()
+	if missed {
+		return exitMissed
+	}
+	return exitOK
+}
+
+// waitChildren waits up to d for every child to be reaped (a namespace
+// with a process in it outlives its deletion until the process exits).
+func (h *harness) waitChildren(d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		kids.mu.Lock()
+		left := len(kids.pids)
+		kids.mu.Unlock()
+		if left == 0 {
+			return
+		}
+	}
+}
+
+// buildDemo builds ./cmd/demo into dir (from the module the working
+// directory is in).
+func buildDemo(dir string, log *zap.SugaredLogger) (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("hosts: go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("hosts: run it inside the choreo module, or give -demo")
+	}
+	exe := filepath.Join(dir, "demo")
+	log.Infow("building the demo", "out", exe)
+	cmd := exec.Command("go", "build", "-o", exe, "./cmd/demo")
+	cmd.Dir = filepath.Dir(mod)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hosts: go build ./cmd/demo: %w", err)
+	}
+	return exe, nil
+}
+
+// executable reports whether path is a regular file someone may execute.
+func executable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// intn is a random int in [0, n).
+func (h *harness) intn(n int) int { return h.rng.IntN(n) }
+
+// summarize adds a line to the summary.
+func (h *harness) summarize(format string, args ...any) {
+	h.summary = append(h.summary, fmt.Sprintf(format, args...))
+}
+
+// saveLog writes text to the log directory as name and returns its path
+// ("" when it could not be written; the reason is logged).
+func (h *harness) saveLog(name, text string) string {
+	if err := os.MkdirAll(h.logs, 0o755); err != nil {
+		h.log.Warnw("cannot keep a group's output", "err", err)
+		return ""
+	}
+	path := filepath.Join(h.logs, name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		h.log.Warnw("cannot keep a group's output", "err", err)
+		return ""
+	}
+	return path
+}
