@@ -1,0 +1,68 @@
+package msg
+
+import (
+	"context"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// Recv receives the message sent by rank src under tag into into.
+func (e *Endpoint) Recv(ctx context.Context, src int, tag transport.Tag, into []byte) error {
+	return e.wrap(src, "recv", tag, e.recv(ctx, src, tag, into))
+}
+
+func (e *Endpoint) recv(ctx context.Context, src int, tag transport.Tag, into []byte) error {
+	p, err := e.peerOf(src)
+	if err != nil {
+		return err
+	}
+	if err := transport.CtxError(ctx); err != nil {
+		return err
+	}
+	r := &op{buf: into, tag: tag, lane: p.link.LaneOf(tag), done: make(chan error, 1), state: opPosted}
+	if p.sc != nil {
+		r.job = make(chan *inMsg, 1)
+	}
+	p.mu.Lock()
+	if err := p.checkLocked(tag); err != nil && (err != p.lost || !p.arrivedLocked(tag)) {
+		p.mu.Unlock()
+		return err
+	}
+	q := p.queue(tag)
+	q.posted = append(q.posted, r)
+	p.match(tag, q)
+	p.mu.Unlock()
+	return p.await(ctx, r)
+}
+
+// await waits for Recv r's end: in the link's Wait (which may read the
+// message on this goroutine), reading a message offered by address
+// itself, and ending r when ctx ends.
+func (p *Peer) await(ctx context.Context, r *op) error {
+	ready := func() bool { return len(r.done) > 0 || len(r.job) > 0 }
+	var w waiter
+	for ctx.Err() == nil {
+		if !ready() {
+			w.wait(ctx, p, r.lane, &r.waiting, ready)
+		}
+		select {
+		case err := <-r.done:
+			return err
+		case m := <-r.job:
+			p.readSingle(r, m)
+		default:
+		}
+	}
+	p.mu.Lock()
+	p.end(r, transport.CtxError(ctx))
+	p.mu.Unlock()
+	// r ended, or ends once its busy side is done.
+	for {
+		select {
+		case err := <-r.done:
+			return err
+		case m := <-r.job:
+			p.readSingle(r, m)
+		}
+	}
+}

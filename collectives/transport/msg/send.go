@@ -1,0 +1,204 @@
+package msg
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// sendOp is a rendezvous Send waiting for its answer, on a reader of
+// lane (it Holds lane until release).
+type sendOp struct {
+	tag     transport.Tag
+	lane    int
+	answer  chan Answer
+	fail    chan error // abort, loss, close
+	offered bool       // the link offered data by address: kept until answered (under p.mu)
+	held    atomic.Bool
+	waiting atomic.Bool // in the link's Wait
+}
+
+// failWith fails s with err (once) and wakes its wait. p.mu is held.
+func (s *sendOp) failWith(p *Peer, err error) {
+	select {
+	case s.fail <- err:
+	default:
+	}
+	if s.waiting.Load() {
+		p.link.Wake(s.lane)
+	}
+}
+
+// release ends s's Hold of its lane, once.
+func (s *sendOp) release(p *Peer, delivered bool) {
+	if s.held.CompareAndSwap(true, false) {
+		p.link.Release(s.lane, delivered)
+	}
+}
+
+// Send delivers data to rank dst under tag.
+func (e *Endpoint) Send(ctx context.Context, dst int, tag transport.Tag, data []byte) error {
+	return e.wrap(dst, "send", tag, e.send(ctx, dst, tag, data))
+}
+
+func (e *Endpoint) send(ctx context.Context, dst int, tag transport.Tag, data []byte) error {
+	p, err := e.peerOf(dst)
+	if err != nil {
+		return err
+	}
+	if err := transport.CtxError(ctx); err != nil {
+		return err
+	}
+	if done, err := p.sendEager(ctx, tag, data, true); done {
+		return err
+	}
+	return p.sendRendezvous(ctx, tag, data)
+}
+
+// TrySend sends data to rank dst under tag if it can go at once, without
+// waiting for the receiver: it fits the link's EagerMax, the receiver's
+// window has room and the link need not wait for room. It reports whether
+// it did; when it did not, nothing was sent and the caller may Send. With
+// done true, err is what Send would have returned.
+func (e *Endpoint) TrySend(ctx context.Context, dst int, tag transport.Tag, data []byte) (done bool, err error) {
+	p, err := e.peerOf(dst)
+	if err != nil {
+		return true, e.wrap(dst, "send", tag, err)
+	}
+	if err := transport.CtxError(ctx); err != nil {
+		return true, e.wrap(dst, "send", tag, err)
+	}
+	done, err = p.sendEager(ctx, tag, data, false)
+	return done, e.wrap(dst, "send", tag, err)
+}
+
+// sendEager sends data whole through the link when it fits the eager
+// limit and the peer's window, reporting done; otherwise (done false) it
+// sends nothing, and the message must wait for its Recv.
+func (p *Peer) sendEager(ctx context.Context, tag transport.Tag, data []byte, wait bool) (done bool, err error) {
+	if len(data) > p.lim.EagerMax {
+		return false, nil
+	}
+	p.mu.Lock()
+	err = p.checkLocked(tag)
+	p.mu.Unlock()
+	if err != nil {
+		return true, err
+	}
+	done, err = p.link.Eager(ctx, tag, data, wait)
+	if !done {
+		return false, nil
+	}
+	return true, p.sendErr(err)
+}
+
+// sendRendezvous announces data, waits for the receiver's answer, then
+// sends it in chunks (unless the receiver read it by address).
+func (p *Peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byte) error {
+	if err := p.turn(ctx); err != nil {
+		return err
+	}
+	defer func() { <-p.turns }()
+	// A peer may read data by address until the Send returns.
+	defer runtime.KeepAlive(data)
+	s := &sendOp{tag: tag, lane: p.link.LaneOf(tag), answer: make(chan Answer, 1), fail: make(chan error, 1)}
+	// The answer comes on s.lane: a reader must run there until it has.
+	s.held.Store(true)
+	p.link.Hold(s.lane)
+	id, err := p.register(s)
+	if err != nil {
+		s.release(p, false)
+		return err
+	}
+	sent, offered, err := p.link.Announce(ctx, tag, id, data)
+	if err != nil {
+		return p.giveUp(s, id, sent, err)
+	}
+	if offered {
+		p.mu.Lock()
+		s.offered = true
+		p.mu.Unlock()
+	}
+	a, err := p.awaitAnswer(ctx, s, id)
+	if err != nil {
+		return err
+	}
+	switch a {
+	case Done:
+		if !offered {
+			p.protocol(fmt.Errorf("message %d answered Done, never offered by address", id))
+			return p.giveUp(s, id, false, p.lostErr())
+		}
+		return p.giveUp(s, id, false, nil)
+	case SizeMismatch:
+		return p.giveUp(s, id, false, fmt.Errorf("%w: sent %d bytes, the receiver's buffer differs",
+			transport.ErrSizeMismatch, len(data)))
+	}
+	return p.stream(ctx, s, id, data)
+}
+
+// turn waits for one of the rendezvous sends in flight toward p.
+func (p *Peer) turn(ctx context.Context) error {
+	select {
+	case p.turns <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case p.turns <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return transport.CtxError(ctx)
+	case <-p.gone:
+		return p.lostErr()
+	}
+}
+
+// register gives s a message id, unless an operation on its tag may not
+// start.
+func (p *Peer) register(s *sendOp) (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkLocked(s.tag); err != nil {
+		return 0, err
+	}
+	p.nextID++
+	p.sends[p.nextID] = s
+	return p.nextID, nil
+}
+
+// giveUp forgets send s of message id, retracts the message if asked,
+// and returns err as Send returns it.
+func (p *Peer) giveUp(s *sendOp, id uint64, retract bool, err error) error {
+	p.mu.Lock()
+	if p.sends[id] == s {
+		delete(p.sends, id)
+	}
+	p.mu.Unlock()
+	s.release(p, false)
+	if retract && !p.down.Load() {
+		p.link.Retract(s.tag, id, false)
+	}
+	return p.sendErr(err)
+}
+
+// stream sends data in chunks once the receiver answered Go.
+func (p *Peer) stream(ctx context.Context, s *sendOp, id uint64, data []byte) error {
+	n := len(data)
+	for off := 0; off < n; {
+		select {
+		case err := <-s.fail:
+			return p.giveUp(s, id, true, err)
+		default:
+		}
+		k := min(n-off, p.lim.Chunk)
+		if _, err := p.link.Chunk(ctx, s.tag, id, off, data[off:off+k]); err != nil {
+			return p.giveUp(s, id, true, err)
+		}
+		off += k
+	}
+	return p.giveUp(s, id, false, nil)
+}

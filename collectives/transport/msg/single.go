@@ -1,0 +1,71 @@
+package msg
+
+import (
+	"errors"
+	"fmt"
+)
+
+// singlePiece is the most bytes one SingleCopy.ReadAt reads: between
+// pieces a read looks whether its Recv was ended.
+const singlePiece = 4 << 20
+
+// errHalted reports a read stopped because its Recv ended.
+var errHalted = errors.New("read halted")
+
+// readSingle reads message m into Recv r's buffer from the sender's
+// memory (the link's SingleCopy) and ends both: r with nil once every
+// byte is read, or with what ended it meanwhile. It runs on r's
+// goroutine, which the match handed m (r is busy until then). The
+// sender is answered Done in any case; a read that fails loses the peer.
+func (p *Peer) readSingle(r *op, m *inMsg) {
+	p.mu.Lock()
+	run := r.stop == nil && p.lost == nil
+	p.mu.Unlock()
+	var err error
+	if run {
+		err = p.readAll(r, m)
+	}
+	if err != nil && err != errHalted {
+		p.lose(fmt.Errorf("reading its message of %d bytes by address: %w", m.size, err))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.busy = false
+	if p.lost == nil {
+		p.link.Answer(m.lane, m.id, Done)
+	}
+	switch {
+	case r.stop != nil:
+		stop := r.stop
+		r.stop = nil
+		p.end(r, stop)
+	case err != nil || !run:
+		if p.lost != nil {
+			err = p.lost
+		}
+		p.end(r, err)
+	default:
+		p.e.singleCopies.Add(1)
+	}
+	m.got = m.size
+	if q := p.complete(m); q != nil {
+		p.match(m.tag, q)
+	}
+}
+
+// readAll reads m's bytes into r.buf (len(r.buf) == m.size, checked at
+// the match) in pieces, until all are read, r is halted or a read fails.
+func (p *Peer) readAll(r *op, m *inMsg) error {
+	buf := r.buf[:m.size]
+	for off := 0; off < len(buf); {
+		if r.halt.Load() || p.down.Load() {
+			return errHalted
+		}
+		k := min(len(buf)-off, singlePiece)
+		if err := p.sc.ReadAt(buf[off:off+k], m.addr, off); err != nil {
+			return err
+		}
+		off += k
+	}
+	return nil
+}

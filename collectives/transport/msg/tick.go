@@ -1,0 +1,48 @@
+package msg
+
+import (
+	"fmt"
+	"time"
+)
+
+// tick is the heartbeat: every link looks after itself (pings, an idle
+// link's reading) and says when it last heard its peer; a peer silent for
+// PeerTimeout is lost; owed window bytes go back.
+func (e *Endpoint) tick() {
+	e.gmu.Lock()
+	if e.stopped {
+		e.gmu.Unlock()
+		return
+	}
+	e.wg.Add(1)
+	e.gmu.Unlock()
+	defer e.wg.Done()
+	e.beat(time.Now().UnixNano())
+	e.gmu.Lock()
+	if !e.stopped {
+		e.timer.Reset(e.cfg.HeartbeatInterval)
+	}
+	e.gmu.Unlock()
+}
+
+// beat is one heartbeat at now (Unix nanoseconds).
+func (e *Endpoint) beat(now int64) {
+	// A tick that comes late means this process itself was stalled (CPU
+	// starvation, a stopped process, a suspended machine): its readers
+	// may not have read what its peers sent, so silence proves nothing
+	// this time.
+	judge := now-e.lastTick.Swap(now) <= 2*int64(e.cfg.HeartbeatInterval)
+	for _, p := range e.peers {
+		if p == nil || p.down.Load() {
+			continue
+		}
+		p.mu.Lock()
+		p.flushCredit()
+		p.mu.Unlock()
+		heard := p.link.Tick()
+		if silent := now - heard; judge && silent > int64(e.cfg.PeerTimeout) {
+			p.lose(fmt.Errorf("silent for %v (timeout %v)",
+				time.Duration(silent).Round(time.Millisecond), e.cfg.PeerTimeout))
+		}
+	}
+}

@@ -1,0 +1,491 @@
+package transporttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+)
+
+// PipeConfig sets the limits of in-memory pipe links. Zero fields take
+// DefaultPipe's.
+type PipeConfig struct {
+	// EagerMax, Chunk and MaxRTS are the links' msg.Limits.
+	EagerMax, Chunk, MaxRTS int
+	// Window is each side's eager window toward the other: the receiving
+	// endpoint's MaxBuffered.
+	Window int
+	// SingleCopyMin, when positive, makes the pipes msg.SingleCopy links
+	// that offer announced messages of at least that many bytes for a
+	// read by address (in process).
+	SingleCopyMin int
+}
+
+// DefaultPipe is the pipes' default configuration.
+var DefaultPipe = PipeConfig{EagerMax: 4 << 10, Chunk: 16 << 10, MaxRTS: 64, Window: 64 << 10}
+
+func (c PipeConfig) withDefaults() PipeConfig {
+	d := DefaultPipe
+	if c.EagerMax == 0 {
+		c.EagerMax = d.EagerMax
+	}
+	if c.Chunk == 0 {
+		c.Chunk = d.Chunk
+	}
+	if c.MaxRTS == 0 {
+		c.MaxRTS = d.MaxRTS
+	}
+	if c.Window == 0 {
+		c.Window = d.Window
+	}
+	return c
+}
+
+// Pipe is one end of an in-memory msg.Link: a pair of ranks of one
+// process, one lane, frames in a mutex-guarded queue per direction. A
+// reader goroutine (one per end at most, started through Peer.Go when
+// frames arrive, ending when none is left) hands the peer's frames to the
+// end's Peer; waits wait for it. It shows what a link is: how frames
+// travel, nothing of the protocol.
+type Pipe struct {
+	cfg   PipeConfig
+	other *Pipe
+	peer  *msg.Peer
+
+	mu      sync.Mutex
+	frames  []pipeFrame // what the other end sent, not read yet
+	reading bool        // a reader goroutine runs
+	changed chan struct{}
+	credit  int64             // the other end's window this end may still fill
+	offers  map[uint64][]byte // messages offered by address, by addr
+
+	closed   atomic.Bool  // Close was called
+	gone     atomic.Bool  // its loss was declared: the Peer is called no more
+	muted    atomic.Bool  // sends nothing (a silent peer)
+	heard    atomic.Int64 // when the other end's last frame was read (Unix nanoseconds)
+	lastSent atomic.Int64
+	holds    atomic.Int64
+}
+
+// down reports whether the end is closed or its loss declared.
+func (p *Pipe) down() bool { return p.closed.Load() || p.gone.Load() }
+
+// singlePipe is a Pipe that reads offered messages by address.
+type singlePipe struct{ *Pipe }
+
+var (
+	_ msg.Link       = (*Pipe)(nil)
+	_ msg.SingleCopy = singlePipe{}
+)
+
+// Frame kinds.
+const (
+	pEager = iota
+	pAnnounce
+	pChunk
+	pAnswer
+	pRetract
+	pCredit
+	pAbort
+	pPing
+	pEnd
+)
+
+// pipeFrame is one frame in a pipe.
+type pipeFrame struct {
+	kind   int
+	tag    transport.Tag
+	id     uint64
+	size   uint64
+	addr   uint64
+	off    int
+	data   []byte
+	answer msg.Answer
+	ack    bool
+	n      int64
+	at     int64
+	code   transport.CauseCode
+}
+
+// NewPipe returns the two ends of a pipe link.
+func NewPipe(cfg PipeConfig) (a, b *Pipe) {
+	cfg = cfg.withDefaults()
+	now := time.Now().UnixNano()
+	mk := func() *Pipe {
+		p := &Pipe{cfg: cfg, changed: make(chan struct{}), credit: int64(cfg.Window),
+			offers: make(map[uint64][]byte)}
+		p.heard.Store(now)
+		p.lastSent.Store(now)
+		return p
+	}
+	a, b = mk(), mk()
+	a.other, b.other = b, a
+	return a, b
+}
+
+// Link returns the end as a msg.Link: a msg.SingleCopy one when the
+// pipe's SingleCopyMin is set.
+func (p *Pipe) Link() msg.Link {
+	if p.cfg.SingleCopyMin > 0 {
+		return singlePipe{p}
+	}
+	return p
+}
+
+// Pipes returns the links of a group of n ranks joined by pipes:
+// links[i][j] is rank i's end of the pipe to rank j (nil where i == j).
+func Pipes(n int, cfg PipeConfig) [][]msg.Link {
+	links := make([][]msg.Link, n)
+	for i := range links {
+		links[i] = make([]msg.Link, n)
+	}
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			a, b := NewPipe(cfg)
+			links[i][j], links[j][i] = a.Link(), b.Link()
+		}
+	}
+	return links
+}
+
+// PipeEndpoints builds a group of n endpoints joined by pipes. base is
+// every rank's msg.Config (Rank and Size are set here; a zero MaxBuffered
+// takes the pipes' Window, zero timeouts 10 s and 100 ms).
+func PipeEndpoints(n int, cfg PipeConfig, base msg.Config) ([]*msg.Endpoint, error) {
+	cfg = cfg.withDefaults()
+	if base.MaxBuffered == 0 {
+		base.MaxBuffered = cfg.Window
+	}
+	if base.PeerTimeout == 0 {
+		base.PeerTimeout = 10 * time.Second
+	}
+	if base.HeartbeatInterval == 0 {
+		base.HeartbeatInterval = 100 * time.Millisecond
+	}
+	if base.Name == "" {
+		base.Name = "pipe"
+	}
+	links := Pipes(n, cfg)
+	eps := make([]*msg.Endpoint, n)
+	for r := range n {
+		c := base
+		c.Rank, c.Size = r, n
+		e, err := msg.New(c, links[r])
+		if err != nil {
+			for _, x := range eps[:r] {
+				_ = x.Close()
+			}
+			for _, l := range links[r+1:] {
+				closeAll(l)
+			}
+			return nil, fmt.Errorf("transporttest: pipes: %w", err)
+		}
+		eps[r] = e
+	}
+	return eps, nil
+}
+
+func closeAll(links []msg.Link) {
+	for _, l := range links {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// PipeMake is the suite's MakeFunc over pipe links.
+func PipeMake(cfg PipeConfig, base msg.Config) MakeFunc {
+	return func(t *testing.T, n int) []transport.Transport {
+		eps, err := PipeEndpoints(n, cfg, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := make([]transport.Transport, n)
+		for i, e := range eps {
+			ts[i] = e
+		}
+		return ts
+	}
+}
+
+// Mute makes the end send nothing from now on (on) or again (off): a
+// silent peer, alive to its own endpoint.
+func (p *Pipe) Mute(on bool) { p.muted.Store(on) }
+
+// Holds is the number of Holds not Released.
+func (p *Pipe) Holds() int64 { return p.holds.Load() }
+
+// Start hands the end its Peer and reads what came meanwhile.
+func (p *Pipe) Start(peer *msg.Peer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.peer = peer
+	p.kickLocked()
+}
+
+// Limits are the pipe's sizes.
+func (p *Pipe) Limits() msg.Limits {
+	return msg.Limits{EagerMax: p.cfg.EagerMax, Chunk: p.cfg.Chunk, MaxRTS: p.cfg.MaxRTS}
+}
+
+// LaneOf is 0: a pipe has one lane.
+func (p *Pipe) LaneOf(transport.Tag) int { return 0 }
+
+// send puts f in the other end's queue (copying nothing: callers pass
+// their own copies).
+func (p *Pipe) send(f pipeFrame) {
+	if p.muted.Load() || p.down() {
+		return
+	}
+	p.lastSent.Store(time.Now().UnixNano())
+	o := p.other
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.down() {
+		return
+	}
+	o.frames = append(o.frames, f)
+	o.kickLocked()
+}
+
+// kickLocked starts the reader if frames wait and none runs. p.mu is held.
+func (p *Pipe) kickLocked() {
+	if p.reading || p.peer == nil || len(p.frames) == 0 || p.down() {
+		return
+	}
+	if p.peer.Go(p.read) {
+		p.reading = true
+	}
+}
+
+// signalLocked wakes the end's waits. p.mu is held.
+func (p *Pipe) signalLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Eager sends data whole when it fits the window.
+func (p *Pipe) Eager(_ context.Context, tag transport.Tag, data []byte, _ bool) (bool, error) {
+	cost := int64(len(data)) + msg.Overhead
+	if len(data) > p.cfg.EagerMax {
+		return false, nil
+	}
+	p.mu.Lock()
+	if p.credit < cost {
+		p.mu.Unlock()
+		return false, nil
+	}
+	p.credit -= cost
+	p.mu.Unlock()
+	p.send(pipeFrame{kind: pEager, tag: tag, data: append([]byte(nil), data...)})
+	return true, nil
+}
+
+// Announce announces message id; it offers data by address when the pipe
+// reads by address and data is large enough.
+func (p *Pipe) Announce(_ context.Context, tag transport.Tag, id uint64, data []byte) (bool, bool, error) {
+	f := pipeFrame{kind: pAnnounce, tag: tag, id: id, size: uint64(len(data))}
+	if m := p.cfg.SingleCopyMin; m > 0 && len(data) >= m {
+		f.addr = id
+		p.mu.Lock()
+		p.offers[id] = data
+		p.mu.Unlock()
+	}
+	p.send(f)
+	return true, f.addr != 0, nil
+}
+
+// Chunk sends part of message id.
+func (p *Pipe) Chunk(_ context.Context, tag transport.Tag, id uint64, off int, part []byte) (bool, error) {
+	p.send(pipeFrame{kind: pChunk, tag: tag, id: id, off: off, data: append([]byte(nil), part...)})
+	return true, nil
+}
+
+// Answer answers the announce of message id.
+func (p *Pipe) Answer(_ int, id uint64, a msg.Answer) {
+	p.send(pipeFrame{kind: pAnswer, id: id, answer: a})
+}
+
+// Retract withdraws message id.
+func (p *Pipe) Retract(tag transport.Tag, id uint64, ack bool) {
+	p.send(pipeFrame{kind: pRetract, tag: tag, id: id, ack: ack})
+}
+
+// Consumed hands n bytes of this end's window back to the other.
+func (p *Pipe) Consumed(n int64) { p.send(pipeFrame{kind: pCredit, n: n}) }
+
+// Abort tells the other end of an abort.
+func (p *Pipe) Abort(a *transport.AbortError, at int64) {
+	p.send(pipeFrame{kind: pAbort, tag: transport.Tag{Group: a.Group, Seq: a.Seq}, at: at,
+		code: transport.CodeOf(a.Cause), data: []byte(a.Cause.Error())})
+}
+
+// Ping tells the other end this one lives.
+func (p *Pipe) Ping() { p.send(pipeFrame{kind: pPing}) }
+
+// Hold counts an operation waiting for a frame (the reader runs whenever
+// frames come, so nothing else is needed).
+func (p *Pipe) Hold(int) { p.holds.Add(1) }
+
+// Release ends a Hold.
+func (p *Pipe) Release(int, bool) { p.holds.Add(-1) }
+
+// Wait returns once ready holds, ctx ends or the end is down.
+func (p *Pipe) Wait(ctx context.Context, _ int, ready func() bool) {
+	for {
+		p.mu.Lock()
+		ch := p.changed
+		p.mu.Unlock()
+		if ready() || p.down() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Wake ends the end's waits early.
+func (p *Pipe) Wake(int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.signalLocked()
+}
+
+// Tick pings when nothing went out for half a heartbeat and reports when
+// the other end was last heard.
+func (p *Pipe) Tick() int64 {
+	now := time.Now().UnixNano()
+	if hb := p.peer.HeartbeatInterval(); now-p.lastSent.Load() >= int64(hb/2) {
+		p.Ping()
+	}
+	return p.heard.Load()
+}
+
+// Close closes the end: the other end's Peer is told (Lose) once it has
+// read what came before.
+func (p *Pipe) Close() {
+	p.mu.Lock()
+	if p.closed.Swap(true) {
+		p.mu.Unlock()
+		return
+	}
+	p.frames = nil
+	clear(p.offers)
+	p.signalLocked()
+	p.mu.Unlock()
+	o := p.other
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.down() {
+		o.frames = append(o.frames, pipeFrame{kind: pEnd})
+		o.kickLocked()
+	}
+}
+
+// ReadAt copies what the other end offered at addr, from off, into dst.
+func (s singlePipe) ReadAt(dst []byte, addr uint64, off int) error {
+	o := s.other
+	o.mu.Lock()
+	data, ok := o.offers[addr]
+	o.mu.Unlock()
+	if !ok || off < 0 || off+len(dst) > len(data) {
+		return fmt.Errorf("pipe: no offer of %d bytes at %#x+%d", len(dst), addr, off)
+	}
+	copy(dst, data[off:])
+	return nil
+}
+
+// read is the reader goroutine: it hands the queued frames to the Peer,
+// one at a time, until none is left.
+func (p *Pipe) read() {
+	for {
+		p.mu.Lock()
+		if len(p.frames) == 0 || p.down() {
+			p.reading = false
+			p.signalLocked()
+			p.mu.Unlock()
+			return
+		}
+		f := p.frames[0]
+		p.frames[0] = pipeFrame{}
+		p.frames = p.frames[1:]
+		p.mu.Unlock()
+		p.heard.Store(time.Now().UnixNano())
+		if err := p.deliver(&f); err != nil {
+			p.gone.Store(true)
+			p.peer.Protocol(err)
+		}
+		p.mu.Lock()
+		p.signalLocked()
+		p.mu.Unlock()
+	}
+}
+
+// deliver hands one frame to the Peer.
+func (p *Pipe) deliver(f *pipeFrame) error {
+	peer := p.peer
+	switch f.kind {
+	case pEager:
+		s, err := peer.Eager(f.tag, len(f.data))
+		if err != nil {
+			return err
+		}
+		return feed(s, f.data)
+	case pAnnounce:
+		return peer.Announced(0, f.tag, f.id, f.size, f.addr)
+	case pChunk:
+		s, err := peer.Chunk(f.id, uint64(f.off), len(f.data))
+		if err != nil {
+			return err
+		}
+		return feed(s, f.data)
+	case pAnswer:
+		p.mu.Lock()
+		delete(p.offers, f.id)
+		p.mu.Unlock()
+		peer.Answered(f.id, f.answer)
+	case pRetract:
+		return peer.Retracted(f.id, f.ack)
+	case pCredit:
+		return p.credited(f.n)
+	case pAbort:
+		peer.Aborted(f.tag.Group, f.tag.Seq, f.at, f.code, string(f.data))
+	case pEnd:
+		p.gone.Store(true)
+		peer.Lose(errors.New("pipe closed by the other end"))
+	}
+	return nil
+}
+
+// credited takes n bytes of window back.
+func (p *Pipe) credited(n int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n <= 0 || p.credit+n > int64(p.cfg.Window) {
+		return fmt.Errorf("pipe: credit of %d bytes over the window of %d (%d free)", n, p.cfg.Window, p.credit)
+	}
+	p.credit += n
+	return nil
+}
+
+// feed writes payload into s the way a link does: Take, copy, Put, Done.
+func feed(s *msg.Sink, payload []byte) error {
+	for len(payload) > 0 {
+		n := len(payload)
+		if dst := s.Take(n); dst != nil {
+			n = copy(dst, payload)
+		}
+		s.Put(n)
+		payload = payload[n:]
+	}
+	return s.Done()
+}
