@@ -49,6 +49,9 @@ func (c *coll) allGather(in, out []byte) error {
 	if c.alg == Direct {
 		return c.directAllGather(in, out)
 	}
+	if c.alg == Hierarchical {
+		return c.hierAllGather(in, out)
+	}
 	if err := c.match(); err != nil {
 		return err
 	}

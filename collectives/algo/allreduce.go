@@ -42,6 +42,9 @@ func (c *coll) allReduce(in, out []byte) error {
 		}
 		return c.directAllReducePush(in, out)
 	}
+	if c.alg == Hierarchical {
+		return c.hierAllReduce(in, out)
+	}
 	if c.alg == Doubling && c.n == 2 && c.pa == nil {
 		return c.pairAllReduce(in, out)
 	}
@@ -98,11 +101,16 @@ func (c *coll) chunkBytes() int {
 // payload size; the match then checks all ranks picked the same.
 func (c *coll) resolve(bytes int, doubling bool) error {
 	c.alg = c.o.Algorithm
+	if c.alg == Hierarchical && !c.hierFits() {
+		c.alg = Auto // what Auto picks without it
+	}
 	switch c.alg {
 	case Auto:
 		switch {
 		case c.pa != nil:
 			c.alg = Direct
+		case bytes > c.o.HierBytes && c.hierFits():
+			c.alg = Hierarchical
 		case doubling && bytes <= c.o.SmallBytes:
 			c.alg = Doubling
 		default:
@@ -116,7 +124,7 @@ func (c *coll) resolve(bytes int, doubling bool) error {
 		if !doubling {
 			c.alg = Ring
 		}
-	case Ring:
+	case Ring, Hierarchical:
 	default:
 		return fmt.Errorf("unknown algorithm %d: %w", c.alg, ErrBadArgument)
 	}

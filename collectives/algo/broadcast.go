@@ -29,6 +29,9 @@ func (c *coll) broadcast(buf []byte) error {
 	if c.alg == Direct {
 		return c.directBroadcast(buf)
 	}
+	if c.alg == Hierarchical {
+		return c.hierBroadcast(buf)
+	}
 	if err := c.match(); err != nil {
 		return err
 	}

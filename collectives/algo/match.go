@@ -23,6 +23,7 @@ type signature struct {
 	dtype gpu.DType
 	op    reduce.Op
 	alg   uint8
+	topo  uint32 // the Topology's Fingerprint, for Hierarchical
 	root  int64
 	count int64
 	chunk int64
@@ -41,8 +42,11 @@ func (c *coll) signature() signature {
 	if c.d.Kind.rooted() {
 		s.root = int64(c.d.Root)
 	}
-	if c.alg == Ring || c.d.Kind == KindBroadcast && c.alg != Direct {
+	if c.alg == Ring || c.alg == Hierarchical || c.d.Kind == KindBroadcast && c.alg != Direct {
 		s.chunk = int64(c.o.ChunkBytes)
+	}
+	if c.alg == Hierarchical {
+		s.topo = c.o.Topology.Fingerprint()
 	}
 	if c.d.Kind == KindBarrier {
 		s.dtype, s.count = 0, 0
@@ -56,6 +60,7 @@ func (c *coll) signature() signature {
 func (s signature) encode() []byte {
 	b := make([]byte, sigLen)
 	b[0], b[1], b[2], b[3] = byte(s.kind), byte(s.dtype), byte(s.op), s.alg
+	binary.BigEndian.PutUint32(b[4:], s.topo)
 	binary.BigEndian.PutUint64(b[8:], uint64(s.root))
 	binary.BigEndian.PutUint64(b[16:], uint64(s.count))
 	binary.BigEndian.PutUint64(b[24:], uint64(s.chunk))
@@ -66,6 +71,7 @@ func (s signature) encode() []byte {
 func decodeSig(b []byte) signature {
 	return signature{
 		kind: Kind(b[0]), dtype: gpu.DType(b[1]), op: reduce.Op(b[2]), alg: b[3],
+		topo:  binary.BigEndian.Uint32(b[4:]),
 		root:  int64(binary.BigEndian.Uint64(b[8:])),
 		count: int64(binary.BigEndian.Uint64(b[16:])),
 		chunk: int64(binary.BigEndian.Uint64(b[24:])),
@@ -77,6 +83,9 @@ func (s signature) String() string {
 	w := ""
 	if s.whole != 0 {
 		w = fmt.Sprintf(" part of %d", s.whole)
+	}
+	if s.topo != 0 {
+		w += fmt.Sprintf(" topology=%08x", s.topo)
 	}
 	return fmt.Sprintf("{%s %s count=%d%s op=%s root=%d alg=%s/%d chunk=%d}",
 		s.kind, s.dtype, s.count, w, s.op, s.root, Algorithm(s.alg>>1), s.alg&1, s.chunk)

@@ -4,9 +4,11 @@ package algo
 type Algorithm uint8
 
 // The algorithms. Auto takes Direct on transports with PeerAccess; on
-// others, Doubling for all-reduce payloads up to Options.SmallBytes and Ring
-// above (tree for broadcast). Doubling applies to all-reduce only; other
-// collectives treat it as Ring. Direct requires PeerAccess.
+// others, Hierarchical above Options.HierBytes where the group's Topology
+// allows it (see Hierarchical), else Doubling for all-reduce payloads up to
+// Options.SmallBytes and Ring above (tree for broadcast). Doubling applies
+// to all-reduce only; other collectives treat it as Ring. Direct requires
+// PeerAccess.
 const (
 	Auto Algorithm = iota
 	Ring
@@ -22,6 +24,14 @@ const (
 	// moves the bytes on the device) in match signatures, as
 	// DeviceResident does for its path.
 	Engine
+	// Hierarchical runs all-reduce, all-gather, reduce-scatter and
+	// broadcast in two levels, inside each host and across hosts, over
+	// Options.Topology (hier.go). It needs a topology that spans more than
+	// one host with more than one rank on some host, and, except for
+	// broadcast, the same number of ranks on every host; where the
+	// topology does not allow it, a forced Hierarchical runs what Auto
+	// picks without it. Forced, it ignores HierBytes and PeerAccess.
+	Hierarchical
 )
 
 func (a Algorithm) String() string {
@@ -38,6 +48,8 @@ func (a Algorithm) String() string {
 		return "device"
 	case Engine:
 		return "engine"
+	case Hierarchical:
+		return "hierarchical"
 	}
 	return "algorithm(?)"
 }
@@ -62,6 +74,14 @@ const (
 	// transports (TCP), where each message costs syscalls, wake-ups and a
 	// round trip before its bytes move: larger chunks spend less per byte.
 	DefaultNetChunkBytes = 1 << 20
+	// DefaultHierBytes: with a Topology that allows it, payloads above this
+	// size (per rank: the input of all-reduce, reduce-scatter and
+	// all-gather, the buffer of broadcast) take the hierarchical
+	// algorithms. Below it latency dominates: the flat all-reduce is then
+	// recursive doubling (log2 n exchanges), which the two levels' ring
+	// steps cannot match, and the inter-host bytes the two levels save
+	// take less time than their extra phase's round trips.
+	DefaultHierBytes = DefaultSmallBytes
 )
 
 // Options tune the algorithms. Every rank of a group must use the same
@@ -72,6 +92,12 @@ type Options struct {
 	SmallBytes       int
 	DirectSmallBytes int
 	ChunkBytes       int
+	// Topology is where the group's ranks live (nil: unknown); the
+	// hierarchical algorithms use it. Its Size must be the group's.
+	Topology *Topology
+	// HierBytes: payloads above it may take Hierarchical (0: default
+	// DefaultHierBytes; negative: every payload may).
+	HierBytes int
 }
 
 // Option sets one field of Options.
@@ -93,6 +119,14 @@ func WithDirectSmallBytes(n int) Option { return func(o *Options) { o.DirectSmal
 // DefaultChunkBytes over PeerAccess, DefaultNetChunkBytes over messages).
 func WithChunkBytes(n int) Option { return func(o *Options) { o.ChunkBytes = n } }
 
+// WithTopology gives the algorithms the group's topology (every rank the
+// same). A group of collectives takes it from collectives.WithHosts.
+func WithTopology(t *Topology) Option { return func(o *Options) { o.Topology = t } }
+
+// WithHierBytes sets HierBytes (0: default; negative: no payload is too
+// small for the hierarchical algorithms).
+func WithHierBytes(n int) Option { return func(o *Options) { o.HierBytes = n } }
+
 // WithOptions copies a whole Options value.
 func WithOptions(opts Options) Option { return func(o *Options) { *o = opts } }
 
@@ -108,6 +142,9 @@ func buildOptions(opts []Option) Options {
 	}
 	if o.DirectSmallBytes == 0 {
 		o.DirectSmallBytes = DefaultDirectSmallBytes
+	}
+	if o.HierBytes == 0 {
+		o.HierBytes = DefaultHierBytes
 	}
 	return o
 }

@@ -43,6 +43,9 @@ func (c *coll) reduceScatter(in, out []byte) error {
 	if c.alg == Direct {
 		return c.directReduceScatter(in, out)
 	}
+	if c.alg == Hierarchical {
+		return c.hierReduceScatter(in, out)
+	}
 	if err := c.match(); err != nil {
 		return err
 	}
