@@ -71,9 +71,7 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 	for r := range n {
 		host := r / spec.perHost
 		env := append([]string{"CHOREO_RANK=" + strconv.Itoa(r), "CHOREO_LOCAL_RANK=" + strconv.Itoa(r%spec.perHost)}, common...)
-		argv := append([]string{"ip", "netns", "exec", h.net.ns(host),
-			"unshare", "--uts", "sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", h.net.hostname(host),
-			h.demo, "--verbose", "node"}, spec.args...)
+		argv := h.net.onHost(host, append([]string{h.demo, "--verbose", "node"}, spec.args...)...)
 		p, err := startProc(fmt.Sprintf("rank %d (host %d)", r, host), argv, env)
 		if err != nil {
 			c.kill()

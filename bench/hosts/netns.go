@@ -63,6 +63,16 @@ func (n *network) hostname(i int) string { return "host" + strconv.Itoa(i) }
 // addr is host i's address.
 func (n *network) addr(i int) string { return "10.99.0." + strconv.Itoa(i+1) }
 
+// onHost is the command line that runs argv on host i: in its network
+// namespace (ip netns exec), in a UTS namespace of its own (unshare) whose
+// host name is the host's, set before argv is executed in its place.
+// ip, unshare and sh each exec the next, so the process started is argv's
+// in the end, with the same pid.
+func (n *network) onHost(i int, argv ...string) []string {
+	return append([]string{"ip", "netns", "exec", n.ns(i), "unshare", "--uts",
+		"sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", n.hostname(i)}, argv...)
+}
+
 // port is host i's bridge port in the hub.
 func port(i int) string { return "v" + strconv.Itoa(i) }
 
