@@ -489,3 +489,12 @@ func feed(s *msg.Sink, payload []byte) error {
 	}
 	return s.Done()
 }
+
+// PipePair is the link suite's LinkFunc over pipes.
+func PipePair(cfg PipeConfig) LinkFunc {
+	return func(*testing.T) LinkPair {
+		cfg := cfg.withDefaults()
+		a, b := NewPipe(cfg)
+		return LinkPair{A: a.Link(), B: b.Link(), Window: cfg.Window}
+	}
+}
