@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // Defaults of Config's limits.
@@ -108,8 +109,8 @@ func (c Config) normalize() (Config, error) {
 	if c.MaxBuffered == 0 {
 		c.MaxBuffered = DefaultMaxBuffered
 	}
-	if c.MaxBuffered < msgOverhead || c.MaxBuffered > maxFrameLimit {
-		return bad("MaxBuffered %d outside [%d, %d]", c.MaxBuffered, msgOverhead, maxFrameLimit)
+	if c.MaxBuffered < msg.Overhead || c.MaxBuffered > maxFrameLimit {
+		return bad("MaxBuffered %d outside [%d, %d]", c.MaxBuffered, msg.Overhead, maxFrameLimit)
 	}
 	if c.EagerMax == 0 {
 		c.EagerMax = DefaultEagerMax

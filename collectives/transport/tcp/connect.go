@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/internal/gate"
 )
 
@@ -97,8 +98,7 @@ func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) 
 		if l != nil {
 			_ = l.Close()
 		}
-		t.start()
-		return t, nil
+		return t, t.start()
 	}
 	if l == nil && cfg.Rank > 0 {
 		return nil, fmt.Errorf("tcp: rank %d: connect: %w: no listener", cfg.Rank, transport.ErrBadArgument)
@@ -143,63 +143,13 @@ func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) 
 		if cerr == nil {
 			cerr = errors.New("incomplete")
 		}
-		_ = t.Close()
+		t.closeLinks()
 		return nil, fmt.Errorf("tcp: rank %d: connect: %w; not connected: %s", cfg.Rank, cerr, missing)
 	}
-	t.start()
+	if err := t.start(); err != nil {
+		return nil, err
+	}
 	return t, nil
-}
-
-func newTransport(cfg Config) *Transport {
-	t := &Transport{
-		cfg:   cfg,
-		rank:  cfg.Rank,
-		size:  cfg.Size,
-		peers: make([]*peer, cfg.Size),
-		epoch: time.Now(),
-		done:  make(chan struct{}),
-	}
-	t.poll.Init(pollBudget(cfg))
-	for r := range cfg.Size {
-		if r == cfg.Rank {
-			continue
-		}
-		t.peers[r] = &peer{
-			t:       t,
-			rank:    r,
-			conns:   make([]*conn, cfg.ConnsPerPeer),
-			gone:    make(chan struct{}),
-			slots:   make(chan struct{}, maxRTS),
-			sends:   make(map[uint64]*sendOp),
-			queues:  make(map[transport.Tag]*tagQ),
-			matched: make(map[uint64]*inMsg),
-		}
-	}
-	return t
-}
-
-// start begins the data plane once every connection is up.
-func (t *Transport) start() {
-	now := t.now()
-	for _, p := range t.peers {
-		if p == nil {
-			continue
-		}
-		p.chunk = min(t.cfg.MaxFrame, p.maxFrame)
-		p.eagerMax = min(t.cfg.EagerMax, p.maxFrame, p.window-msgOverhead)
-		p.credit = int64(p.window)
-		for _, c := range p.conns {
-			c.lastRead.Store(now)
-			c.lastWrite.Store(now)
-		}
-	}
-	t.lastTick.Store(now)
-	t.gmu.Lock()
-	if !t.stopped {
-		t.timer = time.AfterFunc(t.cfg.HeartbeatInterval, t.tick)
-	}
-	t.gmu.Unlock()
-	t.eachConn((*conn).drain)
 }
 
 // mesh is the state of one Connect.
@@ -228,7 +178,7 @@ func (m *mesh) reserve(p, i int) bool {
 	if m.reserved == nil {
 		m.reserved = make(map[[2]int]bool)
 	}
-	if m.reserved[[2]int{p, i}] || m.t.peers[p].conns[i] != nil {
+	if m.reserved[[2]int{p, i}] || m.t.links[p].conns[i] != nil {
 		return false
 	}
 	m.reserved[[2]int{p, i}] = true
@@ -245,7 +195,7 @@ func (m *mesh) unreserve(p, i int) {
 func (m *mesh) attach(p, i int, nc net.Conn, peerMaxFrame, peerWindow int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pr := m.t.peers[p]
+	pr := m.t.links[p]
 	if pr.conns[i] != nil {
 		return false
 	}
@@ -275,7 +225,7 @@ func (m *mesh) missing() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
-	for _, p := range m.t.peers {
+	for _, p := range m.t.links {
 		if p == nil {
 			continue
 		}
@@ -564,7 +514,7 @@ func refusal(st uint8) error {
 // limitsOK checks a peer's announced limits.
 func limitsOK(m *hsMsg) bool {
 	return m.MaxFrame >= minFrame && m.MaxFrame <= maxFrameLimit &&
-		m.Window >= msgOverhead && m.Window <= maxFrameLimit
+		m.Window >= msg.Overhead && m.Window <= maxFrameLimit
 }
 
 // dialHandshake runs the dialer's side on nc: hello, challenge, proof,

@@ -122,7 +122,7 @@ func TestProtocolErrors(t *testing.T) {
 			start := time.Now()
 			// The peer may hang up before all is written: only its
 			// reaction counts.
-			_ = tc.send(ts[2].peers[0].conns[0])
+			_ = tc.send(ts[2].links[0].conns[0])
 			err := await(t, pending, 5*time.Second, "recv from the faulty peer")
 			if !errors.Is(err, transport.ErrPeerLost) || !strings.Contains(err.Error(), "protocol error") {
 				t.Fatalf("got %v, want ErrPeerLost for a protocol error", err)
@@ -165,11 +165,11 @@ func TestPeerVanishes(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	start := time.Now()
-	for _, c := range ts[2].peers[0].conns {
+	for _, c := range ts[2].links[0].conns {
 		_ = c.nc.(*net.TCPConn).SetLinger(0)
 		_ = c.nc.Close()
 	}
-	for _, c := range ts[2].peers[1].conns {
+	for _, c := range ts[2].links[1].conns {
 		_ = c.nc.Close()
 	}
 	for i, ch := range pend {
@@ -196,7 +196,7 @@ func TestPeerVanishes(t *testing.T) {
 func TestPeerVanishesIdle(t *testing.T) {
 	ts := build(t, 2, func(c *Config) { c.PeerTimeout, c.HeartbeatInterval = 30*time.Second, 100*time.Millisecond })
 	defer closeAll(ts)
-	for _, c := range ts[1].peers[0].conns {
+	for _, c := range ts[1].links[0].conns {
 		_ = c.nc.Close()
 	}
 	// A few heartbeats suffice; the bound only stops a rank that never
@@ -338,7 +338,7 @@ func TestSilentPeer(t *testing.T) {
 	// so far, plus PeerTimeout (on the transport's clock; those reads may
 	// come well before the freeze, so the freeze is no lower bound).
 	earliestRead := int64(math.MaxInt64)
-	for _, c := range ts[0].peers[2].conns {
+	for _, c := range ts[0].links[2].conns {
 		earliestRead = min(earliestRead, c.lastRead.Load())
 	}
 	start := time.Now()
@@ -351,7 +351,7 @@ func TestSilentPeer(t *testing.T) {
 	}
 	el := time.Since(start)
 	t.Logf("silent peer lost after %v (PeerTimeout %v)", el, timeout)
-	if quiet := time.Duration(ts[0].now() - earliestRead); quiet <= timeout {
+	if quiet := time.Duration(ts[0].links[2].now() - earliestRead); quiet <= timeout {
 		t.Errorf("silent peer lost %v after its last read, before PeerTimeout %v", quiet, timeout)
 	}
 	// The time is the point here: the loss must come from PeerTimeout, not
@@ -437,7 +437,7 @@ func TestAbortMemory(t *testing.T) {
 		ts[0].Abort(transport.Tag{Group: 1, Seq: uint64(s)}, errors.New("x"))
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for ts[1].aborted(transport.Tag{Group: 1, Seq: k - 1}) == nil && time.Now().Before(deadline) {
+	for !aborted(ts[1], 0, transport.Tag{Group: 1, Seq: k - 1}) && time.Now().Before(deadline) {
 		// The peer reads the ABORT frames when its heartbeat or an
 		// operation wakes its reader; an operation does.
 		c, cancel := context.WithTimeout(context.Background(), time.Millisecond)
@@ -446,9 +446,9 @@ func TestAbortMemory(t *testing.T) {
 	}
 	for _, tr := range ts {
 		for s := k - 4096; s < k; s += 97 {
-			err := tr.Recv(context.Background(), 1-tr.rank, transport.Tag{Group: 1, Seq: uint64(s)}, nil)
+			err := tr.Recv(context.Background(), 1-tr.Rank(), transport.Tag{Group: 1, Seq: uint64(s)}, nil)
 			if !errors.Is(err, transport.ErrAborted) {
-				t.Fatalf("rank %d seq %d: %v", tr.rank, s, err)
+				t.Fatalf("rank %d seq %d: %v", tr.Rank(), s, err)
 			}
 		}
 	}
@@ -481,16 +481,13 @@ func TestBackpressure(t *testing.T) {
 			t.Fatal("sends never blocked")
 		}
 	}
-	if want := window / (4096 + msgOverhead); sent != want {
+	if want := window / (4096 + tcpOverhead); sent != want {
 		t.Errorf("%d sends went out before the window filled, want %d", sent, want)
 	}
 	time.Sleep(50 * time.Millisecond) // let the receiver read what is in flight
-	p := ts[1].peers[0]
-	p.mu.Lock()
-	held := p.inBuf
-	p.mu.Unlock()
-	if held > window {
-		t.Errorf("receiver holds %d bytes, window %d", held, window)
+	// The receiver drops a peer that overruns its window.
+	if s := ts[1].Stats(); s.ProtocolErrors != 0 || s.PeersLost != 0 {
+		t.Errorf("receiver: %+v", s)
 	}
 	c, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	if err := ts[1].Recv(c, 0, timedOut, make([]byte, 4096)); !errors.Is(err, transport.ErrTimeout) {
@@ -518,24 +515,30 @@ func TestBackpressure(t *testing.T) {
 	}
 }
 
-// gotBytes is how much of rank's incoming rendezvous messages from peer
-// has arrived.
-func gotBytes(tr *Transport, peer int) int {
-	p := tr.peers[peer]
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, m := range p.matched {
-		n += m.got
+// aborted reports whether tag's collective is aborted on tr: a Recv from
+// peer fails at once with ErrAborted.
+func aborted(tr *Transport, peer int, tag transport.Tag) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	return errors.Is(tr.Recv(ctx, peer, tag, nil), transport.ErrAborted)
+}
+
+// received is how many bytes tr has read from peer's connections.
+func received(tr *Transport, peer int) int64 {
+	n := int64(0)
+	for _, c := range tr.links[peer].conns {
+		n += c.rx.Load()
 	}
 	return n
 }
 
-// waitArriving calls cancel once part of a message from peer arrived, or
-// once stop is closed.
+// waitArriving calls cancel once part of a large message from peer
+// arrived (more than a frame header and a few control frames since it was
+// called), or once stop is closed.
 func waitArriving(tr *Transport, peer int, cancel func(), stop <-chan struct{}) {
 	defer cancel()
-	for gotBytes(tr, peer) == 0 {
+	base := received(tr, peer)
+	for received(tr, peer)-base < 4096 {
 		select {
 		case <-stop:
 			return
@@ -565,7 +568,7 @@ func TestRecvEndsMidMessage(t *testing.T) {
 		close(stop)
 		snapshot := append([]byte(nil), into...)
 		if serr := await(t, send, 10*time.Second, "send"); serr != nil {
-			t.Fatalf("send: %v (receiver: %v)", serr, ts[1].peers[0].lostErr())
+			t.Fatalf("send: %v", serr)
 		}
 		if err == nil {
 			continue // it all arrived first; try again
@@ -782,7 +785,7 @@ func TestSendHonoursContext(t *testing.T) {
 // With the window full, even an empty message waits for its Recv, and
 // arrives.
 func TestEmptyRendezvous(t *testing.T) {
-	ts := build(t, 2, func(c *Config) { c.MaxBuffered = 4096 + msgOverhead; c.EagerMax = 4096 })
+	ts := build(t, 2, func(c *Config) { c.MaxBuffered = 4096 + tcpOverhead; c.EagerMax = 4096 })
 	defer closeAll(ts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -225,7 +225,9 @@ func TestSlowHelloGetsIn(t *testing.T) {
 	if !m0.attach(1, 0, nc, mf, win) {
 		t.Fatal("rank 0 could not attach its connection")
 	}
-	t0.start()
+	if err := t0.start(); err != nil {
+		t.Fatal(err)
+	}
 	defer t0.Close()
 	r := <-acc
 	if r.err != nil {

@@ -195,10 +195,12 @@ func pipeTransport(t *testing.T) (tr *Transport, far net.Conn) {
 	}
 	tr = newTransport(cfg)
 	near, far := net.Pipe()
-	p := tr.peers[1]
-	p.conns[0] = newConn(p, 0, near)
-	p.maxFrame, p.window = minFrame, 64<<10
-	tr.start()
+	l := tr.links[1]
+	l.conns[0] = newConn(l, 0, near)
+	l.maxFrame, l.window = minFrame, 64<<10
+	if err := tr.start(); err != nil {
+		t.Fatal(err)
+	}
 	return tr, far
 }
 

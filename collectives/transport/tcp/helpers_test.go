@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // testSecret is the secret of the groups the tests build.
@@ -74,3 +75,7 @@ func asTransports(ts []*Transport) []transport.Transport {
 	}
 	return out
 }
+
+// tcpOverhead is what an eager message costs of the window beyond its
+// bytes.
+const tcpOverhead = msg.Overhead

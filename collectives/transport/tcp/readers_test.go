@@ -33,12 +33,7 @@ func TestReadersStopWhenNothingWaits(t *testing.T) {
 	short, stop := context.WithCancel(ctx)
 	sent := make(chan error, 1)
 	go func() { sent <- ts[0].Send(ctx, 1, tag(3), make([]byte, 8<<20)) }()
-	go func() {
-		for gotBytes(ts[1], 0) == 0 {
-			time.Sleep(50 * time.Microsecond)
-		}
-		stop()
-	}()
+	go waitArriving(ts[1], 0, stop, ctx.Done())
 	_ = ts[1].Recv(short, 0, tag(3), make([]byte, 8<<20))
 	if err := <-sent; err != nil {
 		t.Fatalf("send after the Recv ended: %v", err)
@@ -51,7 +46,7 @@ func TestReadersStopWhenNothingWaits(t *testing.T) {
 		t.Fatalf("aborted recv: %v", err)
 	}
 	for r, tr := range ts {
-		for _, p := range tr.peers {
+		for _, p := range tr.links {
 			if p == nil {
 				continue
 			}

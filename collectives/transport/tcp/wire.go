@@ -17,9 +17,6 @@ const (
 	hsSize  = 72 // every handshake message
 	hdrSize = 48 // every frame header
 
-	// msgOverhead is what one eager message costs of the receive window
-	// beyond its bytes, so that empty messages are bounded too.
-	msgOverhead = 64
 	// maxAbortText bounds the cause text of an ABORT frame.
 	maxAbortText = 4096
 	// minFrame and maxFrameLimit bound Config.MaxFrame.
@@ -146,20 +143,24 @@ func handshakeMAC(secret []byte, label string, hello, challenge []byte) [32]byte
 const (
 	fEager   = 1 // tag, Len = message size; payload: the message
 	fRTS     = 2 // tag, ID, Size = message size: a message waits for its Recv
-	fCTS     = 3 // ID, Flags = ctsOK or ctsSize: the Recv is posted
+	fCTS     = 3 // ID, Flags = ctsOK, ctsSize or ctsDone: the answer to an RTS
 	fChunk   = 4 // ID, Size = offset, Len: a piece of a message after its CTS
-	fRetract = 5 // ID: the sender gave the message up (or does not know the ID)
+	fRetract = 5 // ID, Flags = retractAck or 0: the sender gave the message up (or does not know the ID)
 	fCredit  = 6 // Size = window bytes handed back to the sender
 	fAbort   = 7 // Group, Seq, Origin, ID = unix nanos, Size = cause code; payload: cause text
 	fPing    = 8 // nothing: the sender is alive
 	fMax     = fPing
 )
 
-// CTS flags.
+// CTS flags (msg.Answer).
 const (
-	ctsOK   = 0
+	ctsOK   = 0 // the Recv is posted: send the chunks
 	ctsSize = 1 // the receive buffer's size differs: the message is consumed
+	ctsDone = 2 // nothing of the message is read any more (after a retractAck)
 )
+
+// retractAck is the RETRACT flag that asks for a CTS ctsDone.
+const retractAck = 1
 
 // frame is a frame header.
 //
@@ -241,7 +242,7 @@ func decodeFrame(b []byte, maxFrame int) (frame, error) {
 			return f, fmt.Errorf("%w: type %d with a %d-byte payload", errFrame, f.Type, f.Len)
 		}
 	}
-	if f.Flags != 0 && !(f.Type == fCTS && f.Flags <= ctsSize) {
+	if f.Flags != 0 && !(f.Type == fCTS && f.Flags <= ctsDone) && !(f.Type == fRetract && f.Flags == retractAck) {
 		return f, fmt.Errorf("%w: type %d with flags %#x", errFrame, f.Type, f.Flags)
 	}
 	return f, nil
