@@ -60,6 +60,10 @@ var groupIDs atomic.Uint64
 
 // newGroup makes a rank's group over t with its own communication stream.
 func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) (*Group, error) {
+	cfg, err := cfg.withTopology(t.Size())
+	if err != nil {
+		return nil, fmt.Errorf("collectives: group %d rank %d: %w", id, t.Rank(), err)
+	}
 	if cfg.rec == nil && cfg.tracer != nil {
 		cfg.rec = cfg.tracer.Rank(t.Rank())
 		t = transport.Traced(t, cfg.rec)

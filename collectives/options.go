@@ -44,6 +44,7 @@ type config struct {
 	dev       gpu.Device // this rank's device (WithDevice), for DataPathAuto
 	// peerTimeout: WithPeerTimeout's, for Join; 0 when not set.
 	peerTimeout time.Duration
+	hosts       []string // WithHosts's: each rank's host identity
 }
 
 // TraceEvent reports one finished collective: which, on which rank, the

@@ -69,7 +69,9 @@ func (g *Group) Split(color, key int) (*Group, error) {
 	_ = binary.Write(h, binary.LittleEndian, [3]uint64{g.id, seq, uint64(int64(color))})
 	id := transport.DerivedGroup(h.Sum64()) // never equal to a world's id
 	sub := &subTransport{parent: g.t, ranks: ranks, rank: me}
-	sg, err := newGroup(g.rt, sub, id, g.cfg)
+	cfg := g.cfg
+	cfg.hosts = hostsOf(g.cfg.hosts, ranks)
+	sg, err := newGroup(g.rt, sub, id, cfg)
 	if sg != nil {
 		sg.oneDevice = g.oneDevice // a subset of ranks on the one device
 	}

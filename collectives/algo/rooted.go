@@ -55,7 +55,7 @@ func Reduce(ctx context.Context, t transport.Transport, d Desc, in, out []byte, 
 // bandwidth variant above.
 func (c *coll) resolveRooted(bytes int) error {
 	switch c.o.Algorithm {
-	case Auto:
+	case Auto, Hierarchical: // no two-level variant: Auto's choice
 		c.alg = Ring
 		if c.pa != nil {
 			c.alg = Direct
