@@ -27,7 +27,7 @@ func TestConformanceSmall(t *testing.T) {
 
 // TestTrySend checks TrySend's contract over pipes.
 func TestTrySend(t *testing.T) {
-	eps, err := transporttest.PipeEndpoints(2, transporttest.PipeConfig{EagerMax: 1024, Window: 4096}, msg.Config{})
+	eps, _, err := transporttest.PipeEndpoints(2, transporttest.PipeConfig{EagerMax: 1024, Window: 4096}, msg.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

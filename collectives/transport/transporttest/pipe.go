@@ -154,10 +154,11 @@ func Pipes(n int, cfg PipeConfig) [][]msg.Link {
 	return links
 }
 
-// PipeEndpoints builds a group of n endpoints joined by pipes. base is
-// every rank's msg.Config (Rank and Size are set here; a zero MaxBuffered
-// takes the pipes' Window, zero timeouts 10 s and 100 ms).
-func PipeEndpoints(n int, cfg PipeConfig, base msg.Config) ([]*msg.Endpoint, error) {
+// PipeEndpoints builds a group of n endpoints joined by pipes, and
+// returns them with their links (as Pipes returns them). base is every
+// rank's msg.Config (Rank and Size are set here; a zero MaxBuffered takes
+// the pipes' Window, zero timeouts 10 s and 100 ms).
+func PipeEndpoints(n int, cfg PipeConfig, base msg.Config) ([]*msg.Endpoint, [][]msg.Link, error) {
 	cfg = cfg.withDefaults()
 	if base.MaxBuffered == 0 {
 		base.MaxBuffered = cfg.Window
@@ -184,11 +185,11 @@ func PipeEndpoints(n int, cfg PipeConfig, base msg.Config) ([]*msg.Endpoint, err
 			for _, l := range links[r+1:] {
 				closeAll(l)
 			}
-			return nil, fmt.Errorf("transporttest: pipes: %w", err)
+			return nil, nil, fmt.Errorf("transporttest: pipes: %w", err)
 		}
 		eps[r] = e
 	}
-	return eps, nil
+	return eps, links, nil
 }
 
 func closeAll(links []msg.Link) {
@@ -202,7 +203,7 @@ func closeAll(links []msg.Link) {
 // PipeMake is the suite's MakeFunc over pipe links.
 func PipeMake(cfg PipeConfig, base msg.Config) MakeFunc {
 	return func(t *testing.T, n int) []transport.Transport {
-		eps, err := PipeEndpoints(n, cfg, base)
+		eps, _, err := PipeEndpoints(n, cfg, base)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,6 +213,17 @@ func PipeMake(cfg PipeConfig, base msg.Config) MakeFunc {
 		}
 		return ts
 	}
+}
+
+// AsPipe returns the Pipe of a link Pipes made (nil for another link).
+func AsPipe(l msg.Link) *Pipe {
+	switch p := l.(type) {
+	case *Pipe:
+		return p
+	case singlePipe:
+		return p.Pipe
+	}
+	return nil
 }
 
 // Mute makes the end send nothing from now on (on) or again (off): a
@@ -270,11 +282,15 @@ func (p *Pipe) signalLocked() {
 	p.changed = make(chan struct{})
 }
 
-// Eager sends data whole when it fits the window.
-func (p *Pipe) Eager(_ context.Context, tag transport.Tag, data []byte, _ bool) (bool, error) {
+// Eager sends data whole when it fits the window (a pipe never waits: a
+// done ctx fails it, else it goes at once).
+func (p *Pipe) Eager(ctx context.Context, tag transport.Tag, data []byte, _ bool) (bool, error) {
 	cost := int64(len(data)) + msg.Overhead
 	if len(data) > p.cfg.EagerMax {
 		return false, nil
+	}
+	if err := transport.CtxError(ctx); err != nil {
+		return true, err
 	}
 	p.mu.Lock()
 	if p.credit < cost {
@@ -289,7 +305,10 @@ func (p *Pipe) Eager(_ context.Context, tag transport.Tag, data []byte, _ bool) 
 
 // Announce announces message id; it offers data by address when the pipe
 // reads by address and data is large enough.
-func (p *Pipe) Announce(_ context.Context, tag transport.Tag, id uint64, data []byte) (bool, bool, error) {
+func (p *Pipe) Announce(ctx context.Context, tag transport.Tag, id uint64, data []byte) (bool, bool, error) {
+	if err := transport.CtxError(ctx); err != nil {
+		return false, false, err
+	}
 	f := pipeFrame{kind: pAnnounce, tag: tag, id: id, size: uint64(len(data))}
 	if m := p.cfg.SingleCopyMin; m > 0 && len(data) >= m {
 		f.addr = id
@@ -302,7 +321,10 @@ func (p *Pipe) Announce(_ context.Context, tag transport.Tag, id uint64, data []
 }
 
 // Chunk sends part of message id.
-func (p *Pipe) Chunk(_ context.Context, tag transport.Tag, id uint64, off int, part []byte) (bool, error) {
+func (p *Pipe) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int, part []byte) (bool, error) {
+	if err := transport.CtxError(ctx); err != nil {
+		return false, err
+	}
 	p.send(pipeFrame{kind: pChunk, tag: tag, id: id, off: off, data: append([]byte(nil), part...)})
 	return true, nil
 }

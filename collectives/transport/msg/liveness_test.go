@@ -1,0 +1,90 @@
+package msg_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
+	"go.uber.org/goleak"
+)
+
+// TestSilentPeerIsLost: a peer whose link delivers nothing any more (its
+// process hangs) is lost once silent for PeerTimeout; operations with it
+// fail with ErrPeerLost naming the silence.
+func TestSilentPeerIsLost(t *testing.T) {
+	const timeout = 600 * time.Millisecond
+	g := newGroup(t, 2, transporttest.PipeConfig{},
+		msg.Config{PeerTimeout: timeout, HeartbeatInterval: timeout / 6})
+	ctx := ctxOf(t, transporttest.Long)
+	g.pipe(1, 0).Mute(true)
+	start := time.Now()
+	err := g.eps[0].Recv(ctx, 1, tagOf(10, 1), make([]byte, 1))
+	if !errors.Is(err, transport.ErrPeerLost) || !strings.Contains(err.Error(), "silent") {
+		t.Fatalf("Recv from a silent peer: %v; want ErrPeerLost for its silence", err)
+	}
+	if took := time.Since(start); took < timeout {
+		t.Fatalf("lost after %v, before the timeout of %v", took, timeout)
+	}
+}
+
+// TestSlowPeerIsNotLost is the twin of TestSilentPeerIsLost: a peer that
+// is alive but idle, and pings only as often as its own, much slower,
+// heartbeat lets it (a third of the timeout), is never lost, and talks
+// afterwards.
+func TestSlowPeerIsNotLost(t *testing.T) {
+	const timeout = 1500 * time.Millisecond
+	ignore := goleak.IgnoreCurrent()
+	links := transporttest.Pipes(2, transporttest.PipeConfig{})
+	cfg := msg.Config{Size: 2, MaxBuffered: transporttest.DefaultPipe.Window, PeerTimeout: timeout}
+	var eps [2]*msg.Endpoint
+	for r, hb := range []time.Duration{timeout / 30, timeout / 3} {
+		c := cfg
+		c.Rank, c.HeartbeatInterval = r, hb
+		e, err := msg.New(c, links[r])
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps[r] = e
+		defer e.Close()
+	}
+	time.Sleep(3 * timeout)
+	ctx := ctxOf(t, transporttest.Long)
+	if err := eps[1].Send(ctx, 0, tagOf(11, 1), []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eps[0].Recv(ctx, 1, tagOf(11, 1), make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for r, e := range eps {
+		if s := e.Stats(); s.PeersLost != 0 {
+			t.Fatalf("rank %d lost its idle, slow peer: %+v", r, s)
+		}
+	}
+	for _, e := range eps {
+		_ = e.Close()
+	}
+	goleak.VerifyNone(t, ignore)
+}
+
+// TestLateTickJudgesNoSilence: a heartbeat that comes late (this process
+// was stalled, and may not have read what its peers sent) loses no peer,
+// however long the silence; the next, timely heartbeat does.
+func TestLateTickJudgesNoSilence(t *testing.T) {
+	const hour = time.Hour
+	g := newGroup(t, 2, transporttest.PipeConfig{},
+		msg.Config{PeerTimeout: 3 * hour, HeartbeatInterval: hour})
+	g.pipe(1, 0).Mute(true)
+	now := time.Now()
+	g.eps[0].BeatAt(now, now.Add(4*hour)) // four hours late
+	if s := g.eps[0].Stats(); s.PeersLost != 0 {
+		t.Fatalf("a late heartbeat lost a peer: %+v", s)
+	}
+	g.eps[0].BeatAt(now.Add(4*hour), now.Add(4*hour+hour/2))
+	if s := g.eps[0].Stats(); s.PeersLost != 1 {
+		t.Fatalf("a timely heartbeat after 4.5 hours of silence: %+v; want the peer lost", s)
+	}
+}
