@@ -13,28 +13,20 @@ import (
 	"unsafe"
 )
 
-// Single copy (cross-memory attach). A rendezvous message of at least
-// Config.CMAMin bytes is offered by address: the sender's RTS carries the
-// address of its buffer (slot kind slotRTSCMA), and a receiver that can
-// read the sender's memory (probed at Connect: process_vm_readv of the
-// peer's cmaProbeWord, whose address it announced in the handshake) reads
-// the bytes straight from the sender's buffer into its Recv's buffer once
-// the Recv is posted, then answers ctlDone. A receiver that cannot read
-// answers a plain clear-to-send, and the message goes through the slots.
+// Single copy (cross-memory attach): the link is a msg.SingleCopy. A
+// rendezvous message of at least Config.CMAMin bytes is offered by
+// address: the sender's RTS carries the address of its buffer (slot kind
+// slotRTSCMA), and a receiver that can read the sender's memory (probed
+// at Connect: process_vm_readv of the peer's cmaProbeWord, whose address
+// it announced in the handshake) hands the offer on to its Endpoint, whose
+// Recv reads the bytes straight from the sender's buffer into its own
+// (ReadAt) and answers Done. A receiver that cannot read hands on no
+// address: its Recv answers Go, and the message goes through the slots.
 //
-// The sender keeps its buffer unmodified until the receiver's answer: it
-// waits in Send. A Send ended by an abort or its context first retracts
-// the message (a RETRACT frame with flag 1) and waits for the receiver's
-// answer to that (a read in progress ends first), so a buffer is never
-// read after its Send returned, except when the peer is lost or this
-// endpoint closes: then the Send returns at once, and the peer, which
-// loses this rank in turn, fails the Recv (a read that had finished by
-// then is delivered).
-//
-// The receiver reads at most what was offered, into its Recv's buffer,
-// whose size must equal the offer's (else ctlCTSSize, as for the slots).
-// A read that fails (the sender's process ended, the range is not
-// mapped) loses the peer: its operations fail with ErrPeerLost.
+// The sender's Endpoint keeps the buffer unmodified until the answer; a
+// Send that ends first retracts the message (a RETRACT frame with flag 1)
+// and waits for the answer Done to that. A read that fails (the sender's
+// process ended, the range is not mapped) loses the peer.
 
 // cmaMagic is the value of cmaProbeWord ("choreo-S").
 const cmaMagic = 0x532d6f65726f6863
@@ -139,76 +131,29 @@ var cmaFast = sync.OnceValue(func() bool {
 	return 2*rd <= 3*cp
 })
 
-// cmaPiece is the most bytes read by one process_vm_readv: between pieces
-// a read looks whether its Recv was ended.
+// cmaPiece is the most bytes read by one process_vm_readv.
 const cmaPiece = 4 << 20
 
-// errHalted reports a read stopped because its Recv ended.
-var errHalted = errors.New("read halted")
-
-// receiveCMA reads message m into Recv r's buffer from the sender's
-// memory and ends both: r with nil once every byte is read, or with what
-// ended it meanwhile. It runs on r's goroutine, which the match handed m
-// (r is busy until then). The sender is answered ctlDone in any case.
-// The caller holds p.live.
-func (p *peer) receiveCMA(r *op, m *inMsg) {
-	p.mu.Lock()
-	run := r.stop == nil && p.lost == nil
-	p.mu.Unlock()
-	var err error
-	if run {
-		err = p.readAll(r, m)
+// ReadAt reads len(dst) bytes of a message offered at addr, from its
+// offset off, out of the peer's memory (process_vm_readv, in pieces of at
+// most cmaPiece bytes).
+func (l *link) ReadAt(dst []byte, addr uint64, off int) error {
+	if l.cmaPID == 0 {
+		return errors.New("shm: this process may not read the peer's memory")
 	}
-	if err != nil && err != errHalted {
-		p.lose(fmt.Errorf("reading its message of %d bytes from its memory: %w", m.size, err))
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.busy = false
-	p.clear(m.id, ctlDone)
-	if r.stop != nil {
-		stop := r.stop
-		r.stop = nil
-		p.end(r, stop)
-	} else if err != nil || !run {
-		p.end(r, p.lostOr(err))
-	} else {
-		p.t.singleCopies.Add(1)
-	}
-	m.got = m.size
-	if q := p.complete(m); q != nil {
-		p.match(m.tag, q)
-	}
-}
-
-// lostOr is p.lost, or err while p is not lost. p.mu is held.
-func (p *peer) lostOr(err error) error {
-	if p.lost != nil {
-		return p.lost
-	}
-	return err
-}
-
-// readAll reads m's bytes into r.buf (len(r.buf) == m.size, checked at
-// the match) in pieces, until all are read, r is halted or a read fails.
-func (p *peer) readAll(r *op, m *inMsg) error {
-	buf := r.buf[:m.size]
-	for off := 0; off < len(buf); {
-		if r.halt.Load() {
-			return errHalted
+	for done := 0; done < len(dst); {
+		if l.down.Load() {
+			return l.downErr()
 		}
-		if p.down.Load() {
-			return errHalted
-		}
-		k := min(len(buf)-off, cmaPiece)
-		n, err := readRemote(p.cmaPID, buf[off:off+k], m.addr+uint64(off))
+		k := min(len(dst)-done, cmaPiece)
+		n, err := readRemote(l.cmaPID, dst[done:done+k], addr+uint64(off+done))
 		if err != nil {
-			return err
+			return fmt.Errorf("shm: process_vm_readv: %w", err)
 		}
 		if n == 0 {
-			return errors.New("process_vm_readv read nothing")
+			return errors.New("shm: process_vm_readv read nothing")
 		}
-		off += n
+		done += n
 	}
 	return nil
 }

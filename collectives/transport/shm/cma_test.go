@@ -62,7 +62,7 @@ func exchangeBig(t *testing.T, ts []*Transport, tag transport.Tag, n int) {
 func TestSingleCopy(t *testing.T) {
 	ts := build(t, 2, singleCopy)
 	defer closeAll(ts)
-	if ts[0].peers[1].cmaPID == 0 || ts[1].peers[0].cmaPID == 0 {
+	if ts[0].links[1].cmaPID == 0 || ts[1].links[0].cmaPID == 0 {
 		t.Skip("this host does not let a process read its own memory by process_vm_readv")
 	}
 	sizes := []int{DefaultCMAMin, 1 << 20, 3*cmaPiece + 12345, 100 << 10}
@@ -85,7 +85,7 @@ func TestSingleCopyOff(t *testing.T) {
 				c.CMAMin = -1
 			}
 		})
-		if ts[1].peers[0].cmaPID != 0 {
+		if ts[1].links[0].cmaPID != 0 {
 			t.Errorf("%s off: rank 1 may read rank 0, which announced no probe", off)
 		}
 		for i, n := range []int{1 << 20, 5 << 20} {
@@ -147,20 +147,32 @@ func TestSingleCopySizeMismatch(t *testing.T) {
 	exchangeBig(t, ts, transport.Tag{Group: 3, Seq: 1}, n)
 }
 
-// arrived waits until rank's peer src holds an announced message of tag.
-func arrived(t *testing.T, tr *Transport, src int, tag transport.Tag) {
+// published returns how many slots tr published toward dst.
+func published(tr *Transport, dst int) uint64 {
+	l := tr.links[dst]
+	if !l.enter() {
+		return 0
+	}
+	defer l.leave()
+	return l.out.head.Load()
+}
+
+// arrived waits until tr published more than before slots toward dst
+// and dst consumed them all: dst's Endpoint holds what they carried.
+func arrived(t *testing.T, tr *Transport, dst int, before uint64) {
 	t.Helper()
-	p := tr.peers[src]
-	for {
-		p.mu.Lock()
-		q := p.queues[tag]
-		ok := q != nil && len(q.arrived) > 0
-		p.mu.Unlock()
-		if ok {
+	l := tr.links[dst]
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if !l.enter() {
+			t.Fatal("link down")
+		}
+		h, tail := l.out.head.Load(), l.out.tail.Load()
+		l.leave()
+		if h > before && tail == h {
 			return
 		}
-		time.Sleep(time.Millisecond)
 	}
+	t.Fatal("the announce was not consumed")
 }
 
 // An abort, on either side, ends a large Send waiting for its receiver
@@ -173,8 +185,9 @@ func TestSingleCopyAbortWhileWaiting(t *testing.T) {
 	for i, by := range []int{0, 1} {
 		tag := transport.Tag{Group: 4, Seq: uint64(i)}
 		sent := make(chan error, 1)
+		before := published(ts[0], 1)
 		go func() { sent <- ts[0].Send(ctx, 1, tag, pattern(1<<20, 1)) }()
-		arrived(t, ts[1], 0, tag)
+		arrived(t, ts[0], 1, before)
 		ts[by].Abort(tag, errors.New("test abort"))
 		var a *transport.AbortError
 		if err := <-sent; !errors.As(err, &a) {
@@ -188,8 +201,9 @@ func TestSingleCopyAbortWhileWaiting(t *testing.T) {
 	tag := transport.Tag{Group: 4, Seq: 9}
 	cctx, ccancel := context.WithCancel(ctx)
 	sent := make(chan error, 1)
+	before := published(ts[0], 1)
 	go func() { sent <- ts[0].Send(cctx, 1, tag, pattern(1<<20, 1)) }()
-	arrived(t, ts[1], 0, tag)
+	arrived(t, ts[0], 1, before)
 	ccancel()
 	if err := <-sent; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled send: %v", err)
@@ -203,7 +217,7 @@ func TestSingleCopyAbortWhileWaiting(t *testing.T) {
 func TestSingleCopyBadOffer(t *testing.T) {
 	ts := build(t, 2, singleCopy)
 	defer closeAll(ts)
-	p := ts[1].peers[0]
+	p := ts[1].links[0]
 	if p.cmaPID == 0 {
 		t.Skip("no single copy here")
 	}
@@ -218,11 +232,13 @@ func TestSingleCopyBadOffer(t *testing.T) {
 	// never mapped.
 	s := make([]byte, slotHdr)
 	(&slotHeader{kind: slotRTSCMA, tag: tag, id: 1 << 40, size: uint64(n), off: 4096}).put(s)
-	p.live.RLock()
+	if !p.enter() {
+		t.Fatal("link down")
+	}
 	p.cons.Lock()
 	err := p.slot(s)
 	p.cons.Unlock()
-	p.live.RUnlock()
+	p.leave()
 	if err != nil {
 		t.Fatal(err)
 	}

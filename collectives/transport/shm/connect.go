@@ -57,8 +57,7 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 	}
 	t := newTransport(cfg)
 	if cfg.Size == 1 {
-		t.start()
-		return t, nil
+		return t, t.start()
 	}
 	m := &mesh{t: t, full: make(chan struct{}), need: cfg.Size - 1, taken: make(map[int]bool), errs: make(map[int]error)}
 	sctx, cancel := context.WithCancel(ctx)
@@ -99,10 +98,12 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 		if cerr == nil {
 			cerr = errors.New("incomplete")
 		}
-		_ = t.Close()
+		t.closeLinks()
 		return nil, fmt.Errorf("shm: rank %d: connect: %w; not connected: %s", cfg.Rank, cerr, missing)
 	}
-	t.start()
+	if err := t.start(); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -143,7 +144,7 @@ func (m *mesh) unreserve(p int) {
 
 // attach installs peer p's socket and region.
 func (m *mesh) attach(p int, nc *net.UnixConn, mem []byte, g geometry, window int, probe uint64) error {
-	s, err := newSock(m.t, nc)
+	s, err := newSock(m.t.links[p], nc)
 	if err != nil {
 		return err
 	}
@@ -157,8 +158,8 @@ func (m *mesh) attach(p int, nc *net.UnixConn, mem []byte, g geometry, window in
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.t.peers[p].attach(s, mem, g, window)
-	m.t.peers[p].cmaPID = pid
+	m.t.links[p].attach(s, mem, g, window)
+	m.t.links[p].cmaPID = pid
 	delete(m.errs, p)
 	m.have++
 	if m.have == m.need {
@@ -178,7 +179,7 @@ func (m *mesh) missing() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
-	for _, p := range m.t.peers {
+	for _, p := range m.t.links {
 		if p == nil || p.sock != nil {
 			continue
 		}

@@ -1,6 +1,9 @@
 // Package shm is choreo's data plane between processes of one host: a
-// transport.Transport whose ranks exchange messages through shared memory
-// (DESIGN section 3), beside tcp's for ranks on other hosts.
+// msg.Link per pair of ranks over shared memory (DESIGN section 3), under
+// the message layer of package msg (matching, eager and rendezvous
+// sending, aborts, liveness), beside tcp's links for ranks on other
+// hosts. Connect links this rank to every other one and returns a
+// Transport: a msg.Endpoint over those links.
 //
 // Each pair of ranks shares one region: an anonymous memory file (memfd)
 // that the lower rank creates, seals against resizing and hands to the
@@ -45,19 +48,21 @@
 // matched by Tag, in order per tag; different tags never wait for each
 // other.
 //
-// A call that waits for its peer (a Recv, a rendezvous Send's
-// clear-to-send) first polls the incoming lane itself, consuming what
-// arrives on its own goroutine, for an adaptive budget where the host has
-// a CPU per rank (see poll.go); while it polls, the lane's polling word
-// tells the sender to ring no doorbell. A rank's pump goroutine for a peer
-// (running only while calls are in flight, and briefly at each heartbeat)
-// consumes the incoming lane otherwise and reads the pair's socket. It
-// sets its lane's sleep word and blocks on the socket; a sender that sees
-// the word (and no poller) rings a doorbell there; a parked call also
-// looks at the lane on a timer. The socket also carries what must not wait for ring
-// space (aborts with their cause codes, retractions, room for a blocked
-// sender, pings) and tells liveness: a peer's process that ends closes its
-// end at once, and survivors fail its operations with
-// transport.ErrPeerLost after delivering what it had published; a silent
-// peer is lost after PeerTimeout.
+// A call that waits for its peer (a Recv, a rendezvous Send's answer)
+// first polls the incoming lane itself, consuming what arrives on its own
+// goroutine, for an adaptive budget where the host has a CPU per rank (see
+// poll.go); while it polls, the lane's polling word tells the sender to
+// ring no doorbell. A link's pump goroutine (running only while calls
+// wait, and briefly at each heartbeat) consumes the incoming lane
+// otherwise and reads the pair's socket. It sets its lane's sleep word and
+// blocks on the socket; a sender that sees the word (and no poller) rings
+// a doorbell there; a parked call also looks at the lane on a timer. The
+// socket also carries what must not wait for ring space (aborts with their
+// cause codes, retractions, room for a blocked sender, pings) and tells
+// liveness: a peer's process that ends closes its end at once, and the
+// link, after handing over what the peer had published, reports the peer
+// lost; the message layer judges a silent one. A retraction that
+// overtakes its announce on the way (the socket against the ring) drops
+// the announce still in the ring, so the message layer sees an announce
+// and its retraction in order.
 package shm

@@ -7,10 +7,13 @@ package shm
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
@@ -47,10 +50,10 @@ func FuzzFrame(f *testing.F) {
 	})
 }
 
-// FuzzSlots feeds a peer's pump handlers arbitrary slots (a header of any
-// fields, then payload), after Recvs of a few sizes are posted: each slot
-// is processed or refused as a protocol error, never a panic, and the
-// control entries it makes stay in their ring.
+// FuzzSlots feeds a link arbitrary slots (a header of any fields, then
+// payload), after Recvs of a few sizes are posted on its Endpoint: each
+// slot is processed or refused as a protocol error, never a panic, and
+// the control entries it makes stay in their ring.
 func FuzzSlots(f *testing.F) {
 	slotOf := func(h slotHeader, payload []byte) []byte {
 		b := make([]byte, slotHdr)
@@ -60,41 +63,59 @@ func FuzzSlots(f *testing.F) {
 	tag := transport.Tag{Group: 1, Seq: 2, Step: 3}
 	eager := slotOf(slotHeader{kind: slotEager, len: 4, tag: tag, size: 4}, []byte{1, 2, 3, 4})
 	rts := slotOf(slotHeader{kind: slotRTS, tag: tag, id: 1, size: 6000}, nil)
-	chunk0 := slotOf(slotHeader{kind: slotChunk, len: 4096, id: 1, size: 6000}, make([]byte, 4096))
-	chunk1 := slotOf(slotHeader{kind: slotChunk, len: 1904, id: 1, size: 6000, off: 4096}, make([]byte, 1904))
+	chunk0 := slotOf(slotHeader{kind: slotChunk, len: 4096, id: 1}, make([]byte, 4096))
+	chunk1 := slotOf(slotHeader{kind: slotChunk, len: 1904, id: 1, off: 4096}, make([]byte, 1904))
 	f.Add(uint8(3), eager, rts, chunk0, chunk1)
 	f.Add(uint8(0), rts, eager, chunk1, chunk0)
 	f.Add(uint8(7), slotOf(slotHeader{kind: 9, len: 0xFFFFFFFF}, nil), rts, rts, chunk0)
 	f.Fuzz(func(t *testing.T, recvs uint8, s0, s1, s2, s3 []byte) {
-		p, cleanup := fuzzPeer(t)
-		defer cleanup()
-		p.mu.Lock()
+		tr, l := fuzzLink(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer func() {
+			cancel()
+			_ = tr.Close()
+			wg.Wait()
+		}()
 		for i := range int(recvs % 8) {
 			size := []int{0, 4, 6000, 4096}[i%4]
-			q := p.queue(tag)
-			q.posted = append(q.posted, &op{buf: make([]byte, size), tag: tag, done: make(chan error, 1)})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = tr.Recv(ctx, 1, tag, make([]byte, size))
+			}()
 		}
-		p.mu.Unlock()
-		slot := make([]byte, slotHdr+p.in.slotSize)
+		time.Sleep(time.Millisecond) // most Recvs are posted
+		slot := make([]byte, slotHdr+l.in.slotSize)
 		for _, s := range [][]byte{s0, s1, s2, s3} {
 			clear(slot)
 			copy(slot[:56], s)
 			if len(s) > 56 {
 				copy(slot[slotHdr:], s[56:])
 			}
-			if err := p.slot(slot); err != nil {
+			if !l.enter() {
+				return
+			}
+			l.cons.Lock()
+			err := l.slot(slot)
+			n := l.out.ctlHead.Load() - l.out.ctlTail.Load()
+			l.cons.Unlock()
+			l.leave()
+			if err != nil {
 				return // the peer would be dropped
 			}
-			if n := p.out.ctlHead.Load() - p.out.ctlTail.Load(); n > ctlEntries {
+			if n > ctlEntries {
 				t.Fatalf("%d control entries in a ring of %d", n, ctlEntries)
 			}
 		}
 	})
 }
 
-// fuzzPeer returns rank 0's peer 1 of a group of two over a region in
-// ordinary memory and one end of a socket pair.
-func fuzzPeer(t *testing.T) (*peer, func()) {
+// fuzzLink returns rank 0 of a group of two, whose link to rank 1 is over
+// a region of its own and one end of a socket pair (the other end closes
+// with the test).
+func fuzzLink(t *testing.T) (*Transport, *link) {
+	needShm(t)
 	cfg, err := Config{Rank: 0, Size: 2, Secret: testSecret, SlotSize: 4096, Slots: 2, MaxBuffered: 64 << 10}.normalize()
 	if err != nil {
 		t.Fatal(err)
@@ -105,23 +126,27 @@ func fuzzPeer(t *testing.T) (*peer, func()) {
 		t.Skip(err)
 	}
 	a, b := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	t.Cleanup(func() { _ = b.Close() })
 	nc, err := net.FileConn(a)
 	_ = a.Close()
 	if err != nil {
-		_ = b.Close()
 		t.Fatal(err)
 	}
-	s, err := newSock(tr, nc.(*net.UnixConn))
+	l := tr.links[1]
+	s, err := newSock(l, nc.(*net.UnixConn))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := geometry{slotSize: 4096, slots: 2, group: 0, low: 0, high: 1}
-	mem := make([]byte, regionSize(g.slotSize, g.slots))
-	writeHeader(mem, g)
-	p := tr.peers[1]
-	p.attach(s, mem, g, 64<<10)
-	return p, func() {
-		s.shut()
-		_ = b.Close()
+	f, mem, err := newRegion(regionSize(g.slotSize, g.slots))
+	if err != nil {
+		t.Fatal(err)
 	}
+	_ = f.Close()
+	writeHeader(mem, g)
+	l.attach(s, mem, g, 64<<10)
+	if err := tr.start(); err != nil {
+		t.Fatal(err)
+	}
+	return tr, l
 }

@@ -1,19 +1,20 @@
 package shm
 
 import (
+	"context"
 	"time"
 
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // Polling. A call that waits for its peer (a Recv for its message, a
-// rendezvous Send for its clear-to-send) polls the incoming lane itself
-// for a while before it parks: it consumes what the peer publishes on its
-// own goroutine (taking the consumer's lock from the pump), so that a
-// message needs neither a doorbell (a system call on the sender, a wake-up
-// of the pump's thread through the netpoller) nor a hand-off from the pump
-// to the call. While a call polls, the lane's polling word tells the
-// sender to ring no doorbell; once the call stops it consumes what was
+// rendezvous Send for its answer) polls the incoming lane itself for a
+// while before it parks (Wait): it consumes what the peer publishes on
+// its own goroutine (taking the consumer's lock from the pump), so that a
+// message needs neither a doorbell (a system call on the sender, a
+// wake-up of the pump's thread through the netpoller) nor a hand-off from
+// the pump to the call. While a call polls, the lane's polling word tells
+// the sender to ring no doorbell; once the call stops it consumes what was
 // published meanwhile, so nothing waits for a bell that never rang.
 //
 // Polling takes a processor: spin.PollBudget says where it is on and
@@ -26,27 +27,65 @@ const envPoll = "CHOREO_SHM_POLL"
 // pass between two looks at the clock.
 const clockPolls = 16
 
-// poll waits for ready by polling p's incoming lane (see Polling), for at
-// most the transport's budget, and reports ready's last answer: false
-// means the caller should park. The caller tells the budget how long its
-// whole wait took (poller.waited). The caller holds p.live.
-func (p *peer) poll(ready func() bool) bool {
+// Wait returns once ready holds, ctx ends, the link is down or Wake is
+// called: it polls the lane first (see Polling), then parks, looking
+// again whenever the lane was read (by the pump, or by another call's
+// poll), and reading the lane itself on a timer.
+func (l *link) Wait(ctx context.Context, _ int, ready func() bool) {
 	if ready() {
-		return true
+		return
 	}
-	q := &p.t.poll
+	l.Hold(0)
+	defer l.Release(0, false)
+	l.waits.Add(1)
+	defer l.waits.Add(-1)
+	start := time.Now()
+	defer func() { l.peer.Poll().Waited(time.Since(start)) }()
+	wakes := l.wakes.Load()
+	if l.poll(ready) {
+		return
+	}
+	rc := recheck{l: l}
+	defer rc.stop()
+	for {
+		woken := l.waken.C()
+		if ready() || l.down.Load() || l.wakes.Load() != wakes {
+			return
+		}
+		select {
+		case <-woken:
+		case <-ctx.Done():
+			return
+		case <-rc.C():
+			rc.fire()
+		}
+	}
+}
+
+// Wake ends the Waits, whose callers look at their state again.
+func (l *link) Wake(int) {
+	l.wakes.Add(1)
+	l.waken.fire()
+}
+
+// poll waits for ready by polling the lane (see Polling), for at most the
+// budget, and reports ready's last answer: false means the caller should
+// park.
+func (l *link) poll(ready func() bool) bool {
+	q := l.peer.Poll()
 	d := q.Budget()
-	if d <= 0 {
+	if d <= 0 || !l.enter() {
 		return false
 	}
-	in := p.in
+	in := l.in
 	in.polling.Add(1)
 	var clock spin.PollClock
+	var err error
 	ok := false
-	for polls := 0; ; polls++ {
-		if p.published() && p.cons.TryLock() {
-			p.consume()
-			p.cons.Unlock()
+	for polls := 0; err == nil; polls++ {
+		if l.published() && l.cons.TryLock() {
+			_, err = l.consume()
+			l.cons.Unlock()
 		}
 		if ok = ready(); ok || (polls%clockPolls == 0 && !clock.More(q, d)) {
 			break
@@ -58,22 +97,26 @@ func (p *peer) poll(ready func() bool) bool {
 	// other way round: one of them sees the other's store). Lock, not
 	// TryLock: a poller that holds the lock may have looked at head
 	// before the publication.
-	if p.published() {
-		p.cons.Lock()
-		p.consume()
-		p.cons.Unlock()
+	if err == nil {
+		err = l.consumeLocked()
+	}
+	l.leave()
+	if err != nil {
+		l.fail(err)
 	}
 	return ok || ready()
 }
 
-// consume processes what p's lane holds: control entries, then slots.
-// p.cons is held.
-func (p *peer) consume() {
-	if p.down.Load() {
-		return
+// consumeLocked consumes what the lane holds, taking the consumer's lock.
+// The caller is between enter and leave.
+func (l *link) consumeLocked() error {
+	if !l.published() {
+		return nil
 	}
-	p.control()
-	p.slots()
+	l.cons.Lock()
+	defer l.cons.Unlock()
+	_, err := l.consume()
+	return err
 }
 
 // A call that parked after polling is woken by the pump, which the
@@ -90,7 +133,7 @@ const (
 
 // recheck is a parked call's timer for looking at the lane (see above).
 type recheck struct {
-	p *peer
+	l *link
 	t *time.Timer
 	d time.Duration
 }
@@ -106,13 +149,14 @@ func (r *recheck) C() <-chan time.Time {
 }
 
 // fire consumes what the lane holds and sets the timer for the next look.
-// The caller holds r.p.live.
 func (r *recheck) fire() {
-	p := r.p
-	if p.published() {
-		p.cons.Lock()
-		p.consume()
-		p.cons.Unlock()
+	l := r.l
+	if l.enter() {
+		err := l.consumeLocked()
+		l.leave()
+		if err != nil {
+			l.fail(err)
+		}
 	}
 	r.d = min(2*r.d, recheckMax)
 	r.t.Reset(r.d)

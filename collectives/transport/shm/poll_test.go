@@ -16,8 +16,8 @@ func TestLongWaitDoesNotSpin(t *testing.T) {
 			_ = tr.Close()
 		}
 	}()
-	for _, tr := range ts {
-		tr.poll.Init(spin.MaxPoll) // polling on, whatever this host's CPUs
+	for r, tr := range ts {
+		tr.links[1-r].peer.Poll().Init(spin.MaxPoll) // polling on, whatever this host's CPUs
 	}
 	transporttest.LongWaitDoesNotSpin(t, ts[0], ts[1])
 }

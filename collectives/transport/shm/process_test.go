@@ -138,7 +138,7 @@ func killScenario(tr *Transport) {
 		}
 		// The messages were read from rank 1's memory where this host
 		// lets a process read its sibling's.
-		fmt.Println("SINGLE", tr.Stats().SingleCopies > 0 || tr.peers[1].cmaPID == 0)
+		fmt.Println("SINGLE", tr.Stats().SingleCopies > 0 || tr.links[1].cmaPID == 0)
 	case 2:
 		recv := make(chan error, 1)
 		send := make(chan error, 1)

@@ -2,7 +2,6 @@ package shm
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
@@ -10,173 +9,89 @@ import (
 )
 
 const (
-	// linger is how long a pump keeps running after the transport's last
-	// call ended; drainLinger is how long a pump the heartbeat starts on an
-	// idle peer runs.
+	// linger is how long a pump keeps running after the link's last Hold
+	// or Wait ended; drainLinger is how long a pump Tick starts on an idle
+	// link runs.
 	linger      = 20 * time.Millisecond
 	drainLinger = 2 * time.Millisecond
 )
 
-// kick makes sure a pump runs for p. One started for a call runs until the
-// calls end (then lingers); one started with d > 0 (the heartbeat's, on an
-// idle transport) stops after d unless calls come. A pump is started on a
-// peer that is down too: it unmaps the region and ends.
-func (p *peer) kick(d time.Duration) {
-	p.lmu.Lock()
-	defer p.lmu.Unlock()
-	if p.running || p.unmapped.Load() {
+// Hold makes sure a pump runs until the matching Release.
+func (l *link) Hold(int) {
+	if l.holds.Add(1) == 1 {
+		l.kick(0)
+	}
+}
+
+// Release lets the pump stop after linger once nothing holds it.
+func (l *link) Release(int, bool) {
+	if l.holds.Add(-1) == 0 {
+		l.lmu.Lock()
+		defer l.lmu.Unlock()
+		if l.running && !l.armed {
+			l.arm(linger)
+		}
+	}
+}
+
+// kick makes sure a pump runs for l. One started for a Hold runs until
+// the Holds end (then lingers); one started with d > 0 (Tick's, on an idle
+// link) stops after d unless a Hold comes.
+func (l *link) kick(d time.Duration) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	if l.running || l.down.Load() {
 		return
 	}
-	p.armed = d > 0
-	if p.armed {
-		_ = p.sock.nc.SetReadDeadline(time.Now().Add(d))
+	if d > 0 {
+		l.arm(d)
 	} else {
-		_ = p.sock.nc.SetReadDeadline(time.Time{})
+		l.armed = false
+		_ = l.sock.nc.SetReadDeadline(time.Time{})
 	}
-	p.running = p.t.goAdd(p.pump)
+	l.running = l.goAdd(func() {
+		if cause := l.pump(); cause != nil {
+			l.fail(cause)
+		}
+	})
 }
 
-// stopped records that the pump ended.
-func (p *peer) stopped() {
-	p.lmu.Lock()
-	p.running = false
-	p.lmu.Unlock()
-}
-
-// idle lets the pump stop after linger (the transport's last call ended).
-func (p *peer) idle() {
-	p.lmu.Lock()
-	defer p.lmu.Unlock()
-	if p.running && !p.armed {
-		p.armed = true
-		_ = p.sock.nc.SetReadDeadline(time.Now().Add(linger))
-	}
+// arm gives the pump's socket reads a deadline d from now. l.lmu is held.
+func (l *link) arm(d time.Duration) {
+	l.armed = true
+	_ = l.sock.nc.SetReadDeadline(time.Now().Add(d))
 }
 
 // lingered decides, once the pump's read deadline passed, whether it ends
-// (no call in flight, nothing published) or goes on without a deadline.
-func (p *peer) lingered(pending bool) (stop bool) {
-	p.lmu.Lock()
-	defer p.lmu.Unlock()
-	p.armed = false
-	if p.t.busy.Load() > 0 || pending || p.down.Load() {
-		_ = p.sock.nc.SetReadDeadline(time.Time{})
+// (nothing holds it, nothing published) or goes on without a deadline.
+func (l *link) lingered(pending bool) (stop bool) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	l.armed = false
+	if l.holds.Load() > 0 || pending {
+		_ = l.sock.nc.SetReadDeadline(time.Time{})
 		return false
 	}
-	p.running = false
+	l.running = false
 	return true
 }
 
-// ensureArmed gives the pump's coming wait a deadline if no call is in
-// flight: an idle pump must end.
-func (p *peer) ensureArmed() {
-	if p.t.busy.Load() > 0 {
-		return
-	}
-	p.lmu.Lock()
-	defer p.lmu.Unlock()
-	if !p.armed {
-		p.armed = true
-		_ = p.sock.nc.SetReadDeadline(time.Now().Add(linger))
-	}
-}
-
-// pump is p's goroutine while it has work: the only consumer of the lane
-// in and the only reader of the socket. It handles socket frames as they
-// come; hands clear-to-sends to the sends waiting for them; delivers eager
-// messages (straight into a posted Recv's buffer, else into a copy);
-// matches announced ones; and copies chunks straight into their Recv's
-// buffer. When nothing is left it polls briefly (while calls are in
-// flight), then sets in's sleep word and blocks on the socket: a doorbell,
-// any other frame, the socket's end, or its linger deadline wakes it.
-// After the socket's end it drains what the peer published, then loses
-// the peer. Once p is down it unmaps the region and ends.
-func (p *peer) pump() {
-	// One pump runs at a time (running), and only a pump or Close after
-	// the last pump ends unmaps: the region stays mapped for the whole
-	// pump if it is mapped now.
-	if p.down.Load() {
-		p.unmap()
-		p.stopped()
-		return
-	}
-	in := p.in
-	s := &pumpState{p: p, in: in, buf: make([]byte, maxFrame+1)}
-	for {
-		if p.down.Load() {
-			p.unmap()
-			p.stopped()
-			return
-		}
-		worked := false
-		// Reading the socket costs a system call: between waits it is
-		// polled every pollEvery rounds (its frames are rare, and a
-		// doorbell needs no reading to have done its work).
-		s.rounds++
-		for s.rounds%pollEvery == 1 && !s.eof && !p.down.Load() {
-			r := s.handle(p.sock.poll(s.buf))
-			if r == readStop {
-				return
-			}
-			if r != readFrame {
-				break
-			}
-			worked = true
-		}
-		p.cons.Lock()
-		if p.control() {
-			worked, s.recent = true, true
-		}
-		if p.slots() {
-			worked, s.recent = true, true
-		}
-		p.cons.Unlock()
-		if worked || p.down.Load() {
-			continue
-		}
-		if s.eof {
-			if !p.published() {
-				p.lose(errors.New("its socket closed (its process ended or it closed its endpoint)"))
-			}
-			continue // what was published before the end is delivered first
-		}
-		// Poll while calls are in flight, and after work (the call that
-		// work was for may just have returned, before the next begins);
-		// not while a call polls the lane itself (see poll).
-		if (s.recent || p.t.busy.Load() > 0) && in.polling.Load() == 0 {
-			s.recent = false
-			polls := 0
-			if spin.Until(spin.Budget(), func() bool {
-				polls++
-				if polls%readableEvery == 0 && p.sock.readable() {
-					s.rounds = 0 // poll it next round
-					return true
-				}
-				return p.published()
-			}) {
-				continue
-			}
-		}
-		in.sleep.Store(1)
-		if p.published() {
-			in.sleep.Store(0)
-			continue
-		}
-		p.ensureArmed()
-		n, err := p.sock.wait(s.buf)
-		// Before handle: a pump that ends there is followed by a new one,
-		// whose sleep word this must not clear.
-		in.sleep.Store(0)
-		if s.handle(n, err) == readStop {
-			return
-		}
-	}
+// pump is l's goroutine while it has work: it reads the socket and
+// consumes the lane in (taking the consumer's lock from calls that poll
+// it), handing what comes to the Peer. When nothing is left it polls
+// briefly (while something holds it), then sets in's sleep word and
+// blocks on the socket: a doorbell, any other frame, the socket's end, or
+// its linger deadline wakes it. After the socket's end it drains what the
+// peer published, then returns why the link is lost. It ends when the
+// link is down or its linger passed with nothing to do.
+func (l *link) pump() error {
+	s := &pumpState{l: l, buf: make([]byte, maxFrame+1)}
+	return s.run()
 }
 
 // pumpState is a pump's socket buffer and its loop's state.
 type pumpState struct {
-	p      *peer
-	in     *lane
+	l      *link
 	buf    []byte
 	eof    bool // the socket ended
 	rounds int  // rounds of the pump's loop
@@ -192,121 +107,151 @@ const (
 	readableEvery = 1024
 )
 
-// published reports whether the peer published slots or control entries
-// not consumed yet.
-func (p *peer) published() bool {
-	in := p.in
-	return in.head.Load() != in.tail.Load() || in.ctlHead.Load() != in.ctlTail.Load()
-}
-
-// What a socket read gave.
+// What a pump's round leads to.
 const (
-	readNone  = iota // nothing (yet), or an error that lost the peer
-	readFrame        // a frame, handled
-	readStop         // the linger passed with nothing to do: the pump ends
+	roundAgain = iota // go on
+	roundSleep        // nothing to do: block on the socket
+	roundStop         // the pump ends
 )
 
+// run is the pump's loop; it returns why the link is lost, if it is.
+func (s *pumpState) run() error {
+	l := s.l
+	for {
+		next, err := s.round()
+		switch {
+		case err != nil:
+			return err
+		case next == roundStop:
+			return nil
+		case next == roundAgain:
+			continue
+		}
+		n, err := l.sock.wait(s.buf)
+		if !l.enter() {
+			return nil
+		}
+		// Before handle: a pump that ends there is followed by a new one,
+		// whose sleep word this must not clear.
+		l.in.sleep.Store(0)
+		next, err = s.handle(n, err)
+		l.leave()
+		if err != nil || next == roundStop {
+			return err
+		}
+	}
+}
+
+// round reads what waits on the socket and in the lane, polls for more
+// while that may pay, and otherwise sets the sleep word for the socket
+// wait that follows. It holds the region throughout.
+func (s *pumpState) round() (int, error) {
+	l := s.l
+	if !l.enter() {
+		return roundStop, nil
+	}
+	defer l.leave()
+	worked := false
+	// Reading the socket costs a system call: between waits it is polled
+	// every pollEvery rounds (its frames are rare, and a doorbell needs no
+	// reading to have done its work).
+	s.rounds++
+	for s.rounds%pollEvery == 1 && !s.eof {
+		next, err := s.handle(l.sock.poll(s.buf))
+		if err != nil || next == roundStop {
+			return roundStop, err
+		}
+		if next != roundAgain {
+			break
+		}
+		worked = true
+	}
+	l.cons.Lock()
+	w, err := l.consume()
+	l.cons.Unlock()
+	if err != nil {
+		return roundStop, err
+	}
+	if worked && l.waits.Load() > 0 {
+		l.waken.fire() // a frame: an answer, an abort
+	}
+	if w || worked {
+		s.recent = true
+		return roundAgain, nil
+	}
+	if s.eof {
+		return roundStop, errors.New("its socket closed (its process ended or it closed its endpoint)")
+	}
+	return s.idle(), nil
+}
+
+// idle polls the lane while something holds the pump, or after work (the
+// call that work was for may just have returned, before the next begins);
+// not while a call polls the lane itself (see poll). Then it sets the
+// sleep word, unless the peer published meanwhile.
+func (s *pumpState) idle() int {
+	l := s.l
+	in := l.in
+	if (s.recent || l.holds.Load() > 0) && in.polling.Load() == 0 {
+		s.recent = false
+		polls := 0
+		if spin.Until(spin.Budget(), func() bool {
+			polls++
+			if polls%readableEvery == 0 && l.sock.readable() {
+				s.rounds = 0 // poll it next round
+				return true
+			}
+			return l.published()
+		}) {
+			return roundAgain
+		}
+	}
+	in.sleep.Store(1)
+	if l.published() {
+		in.sleep.Store(0)
+		return roundAgain
+	}
+	l.lmu.Lock()
+	if l.holds.Load() == 0 && !l.armed {
+		l.arm(linger) // an idle pump must end
+	}
+	l.lmu.Unlock()
+	return roundSleep
+}
+
 // handle processes the result of a socket read (n < 0: nothing to read;
-// n == 0: the socket's end).
-func (s *pumpState) handle(n int, err error) int {
-	p := s.p
+// n == 0: the socket's end): roundAgain after a frame, roundSleep after
+// nothing, roundStop when the linger passed with nothing to do.
+func (s *pumpState) handle(n int, err error) (int, error) {
+	l := s.l
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		if p.lingered(p.published()) {
-			return readStop
+		if l.lingered(l.pending()) {
+			return roundStop, nil
 		}
 	case err != nil:
-		p.lose(readError(err))
+		if l.down.Load() {
+			return roundStop, nil
+		}
+		return roundStop, readError(err)
 	case n == 0:
 		s.eof = true
 	case n > 0:
-		p.lastRead.Store(p.t.now())
-		if err := p.frame(s.buf[:n]); err != nil {
-			p.protocol(err)
+		l.lastRead.Store(time.Now().UnixNano())
+		if err := l.frame(s.buf[:n]); err != nil {
+			return roundStop, protocol(err)
 		}
-		return readFrame
+		return roundAgain, nil
 	}
-	return readNone
+	return roundSleep, nil
 }
 
-// control hands the published clear-to-sends to their sends, reporting
-// whether there were any. p.cons is held.
-func (p *peer) control() bool {
-	in := p.in
-	worked := false
-	t := in.ctlTail.Load()
-	for h := in.ctlHead.Load(); t != h && !p.down.Load(); worked = true {
-		if h-t > ctlEntries {
-			p.protocol(fmt.Errorf("%d control entries published in a ring of %d", h-t, ctlEntries))
-			break
-		}
-		kind, id := getCtl(in.ctl(t))
-		t++
-		in.ctlTail.Store(t)
-		if kind != ctlCTS && kind != ctlCTSSize && kind != ctlDone {
-			p.protocol(fmt.Errorf("control entry of kind %d", kind))
-			break
-		}
-		p.cleared(id, kind)
+// pending reports whether the peer published what is not consumed yet
+// (false once the link is down).
+func (l *link) pending() bool {
+	if !l.enter() {
+		return false
 	}
-	return worked
-}
-
-// slots processes up to a ring's worth of published slots, reporting
-// whether there were any. p.cons is held.
-func (p *peer) slots() bool {
-	in := p.in
-	n := uint64(in.slots)
-	worked := false
-	t := in.tail.Load()
-	for h, i := in.head.Load(), uint64(0); t != h && i < n && !p.down.Load(); i++ {
-		if h-t > n {
-			p.protocol(fmt.Errorf("%d slots published in a ring of %d", h-t, n))
-			break
-		}
-		if err := p.slot(in.slot(t)); err != nil {
-			p.protocol(err)
-			break
-		}
-		t++
-		in.tail.Store(t)
-		worked = true
-		// A sender waiting for room is told once half the ring is free
-		// (see put).
-		if w := in.waitTail.Load(); w != 0 && t >= w && in.waitTail.CompareAndSwap(w, 0) {
-			p.sock.send(spaceFrame)
-		}
-	}
-	return worked
-}
-
-// frame handles one socket frame.
-func (p *peer) frame(b []byte) error {
-	if len(b) > maxFrame {
-		return fmt.Errorf("frame over %d bytes", maxFrame)
-	}
-	f, err := parseFrame(b)
-	if err != nil {
-		return err
-	}
-	switch f.kind {
-	case fData: // a doorbell: the pump is awake
-	case fSpace:
-		p.spaced()
-	case fCTS:
-		kind := uint32(ctlCTS)
-		switch f.flags {
-		case 1:
-			kind = ctlCTSSize
-		case 2:
-			kind = ctlDone
-		}
-		p.cleared(f.id, kind)
-	case fRetract:
-		return p.retracted(f.id, f.flags == 1)
-	case fAbort:
-		p.t.remoteAbort(p, &f)
-	case fPing:
-	}
-	return nil
+	defer l.leave()
+	return l.published()
 }

@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // Slot kinds: what a data slot carries.
 const (
 	slotEager = 1 // tag, size = len: a whole message
 	slotRTS   = 2 // tag, id, size: a message waits for its Recv
-	slotChunk = 3 // id, off, len: the next bytes of a message whose Recv is posted
+	slotChunk = 3 // id, off, len: the next bytes of a message whose Recv is posted (size unused)
 	// slotRTSCMA is an RTS offering the message by address (off: the
 	// address of its bytes in the sender's process; see cma.go).
 	slotRTSCMA = 4
@@ -25,7 +26,7 @@ const (
 
 // msgOverhead is what one eager message costs of the receive window beyond
 // its bytes, so that empty messages are bounded too.
-const msgOverhead = 64
+const msgOverhead = msg.Overhead
 
 // slotHeader is a data slot's header. Layout (little endian, 56 of the 64
 // bytes): kind u32, len u32, group u64, seq u64, step u32, 0 u32, id u64,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,11 +25,11 @@ import (
 // drained; the writer does not lose the peer itself, since it may hold the
 // peer's lock.
 type sock struct {
-	t  *Transport
+	l  *link // its goroutines are the link's
 	nc *net.UnixConn
 	rc syscall.RawConn
 
-	lastWrite atomic.Int64
+	lastWrite atomic.Int64 // Unix ns
 
 	mu       sync.Mutex
 	q        [][]byte
@@ -36,12 +37,12 @@ type sock struct {
 	dead     bool
 }
 
-func newSock(t *Transport, nc *net.UnixConn) (*sock, error) {
+func newSock(l *link, nc *net.UnixConn) (*sock, error) {
 	rc, err := nc.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	return &sock{t: t, nc: nc, rc: rc}, nil
+	return &sock{l: l, nc: nc, rc: rc}, nil
 }
 
 // send writes frame b, or queues it.
@@ -58,12 +59,12 @@ func (s *sock) send(b []byte) {
 			return
 		}
 		if sent {
-			s.lastWrite.Store(s.t.now())
+			s.lastWrite.Store(time.Now().UnixNano())
 			return
 		}
 	}
 	s.q = append(s.q, b)
-	if !s.flushing && s.t.goAdd(s.flush) {
+	if !s.flushing && s.l.goAdd(s.flush) {
 		s.flushing = true
 	}
 }
@@ -105,7 +106,7 @@ func (s *sock) flush() {
 			s.mu.Unlock()
 			return
 		}
-		s.lastWrite.Store(s.t.now())
+		s.lastWrite.Store(time.Now().UnixNano())
 	}
 }
 

@@ -1,0 +1,208 @@
+package shm
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+)
+
+// consume hands the Peer what in holds: control entries, then up to a
+// ring's worth of slots, and wakes the Waits if there was any. It reports
+// whether there was, or the peer's breach of the protocol. The caller
+// holds cons, between enter and leave.
+func (l *link) consume() (worked bool, err error) {
+	worked, err = l.control()
+	if err == nil {
+		var w bool
+		w, err = l.slots()
+		worked = worked || w
+	}
+	if worked && l.waits.Load() > 0 {
+		l.waken.fire()
+	}
+	return worked, err
+}
+
+// published reports whether the peer published slots or control entries
+// not consumed yet. The caller is between enter and leave.
+func (l *link) published() bool {
+	in := l.in
+	return in.head.Load() != in.tail.Load() || in.ctlHead.Load() != in.ctlTail.Load()
+}
+
+// control hands the published answers to the Peer.
+func (l *link) control() (worked bool, err error) {
+	in := l.in
+	t := in.ctlTail.Load()
+	for h := in.ctlHead.Load(); t != h; worked = true {
+		if h-t > ctlEntries {
+			return worked, protocol(fmt.Errorf("%d control entries published in a ring of %d", h-t, ctlEntries))
+		}
+		kind, id := getCtl(in.ctl(t))
+		t++
+		in.ctlTail.Store(t)
+		if kind < ctlCTS || kind > ctlDone {
+			return worked, protocol(fmt.Errorf("control entry of kind %d", kind))
+		}
+		l.peer.Answered(id, msg.Answer(kind-ctlCTS))
+	}
+	return worked, nil
+}
+
+// slots hands up to a ring's worth of published slots to the Peer.
+func (l *link) slots() (worked bool, err error) {
+	in := l.in
+	n := uint64(in.slots)
+	t := in.tail.Load()
+	for h, i := in.head.Load(), uint64(0); t != h && i < n; i++ {
+		if h-t > n {
+			return worked, protocol(fmt.Errorf("%d slots published in a ring of %d", h-t, n))
+		}
+		if err := l.slot(in.slot(t)); err != nil {
+			return worked, protocol(err)
+		}
+		t++
+		in.tail.Store(t)
+		worked = true
+		// A sender waiting for room is told once half the ring is free
+		// (see put).
+		if w := in.waitTail.Load(); w != 0 && t >= w && in.waitTail.CompareAndSwap(w, 0) {
+			l.sock.send(spaceFrame)
+		}
+	}
+	return worked, nil
+}
+
+// slot hands one data slot to the Peer.
+func (l *link) slot(s []byte) error {
+	h := getSlotHeader(s)
+	if int(h.len) > len(s)-slotHdr {
+		return fmt.Errorf("slot of %d bytes in slots of %d", h.len, len(s)-slotHdr)
+	}
+	if h.size > math.MaxInt {
+		return fmt.Errorf("message of %d bytes", h.size)
+	}
+	payload := s[slotHdr : slotHdr+int(h.len)]
+	switch h.kind {
+	case slotEager:
+		if h.size != uint64(h.len) {
+			return fmt.Errorf("eager message of %d bytes in a slot of %d", h.size, h.len)
+		}
+		sk, err := l.peer.Eager(h.tag, len(payload))
+		if err != nil {
+			return err
+		}
+		return fill(sk, payload)
+	case slotRTS, slotRTSCMA:
+		return l.announced(h)
+	case slotChunk:
+		sk, err := l.peer.Chunk(h.id, h.off, len(payload))
+		if err != nil {
+			return err
+		}
+		return fill(sk, payload)
+	}
+	return fmt.Errorf("slot of kind %d", h.kind)
+}
+
+// fill copies payload into sk.
+func fill(sk *msg.Sink, payload []byte) error {
+	for len(payload) > 0 {
+		dst := sk.Take(len(payload))
+		k := len(dst)
+		if dst == nil {
+			k = len(payload) // dropped
+		}
+		copy(dst, payload)
+		sk.Put(k)
+		payload = payload[k:]
+	}
+	return sk.Done()
+}
+
+// announced hands an RTS to the Peer, unless a retraction of it came
+// first (the socket can overtake the ring; see retracted). A message
+// offered by address is offered on to the Peer only where this process
+// may read the sender's memory; else its Recv takes it through the slots.
+func (l *link) announced(h slotHeader) error {
+	if h.len != 0 {
+		return fmt.Errorf("RTS with %d bytes", h.len)
+	}
+	addr := uint64(0)
+	if h.kind == slotRTSCMA {
+		if h.size == 0 || h.off == 0 || h.off+h.size < h.off || h.off+h.size > maxUserAddr {
+			return fmt.Errorf("message of %d bytes offered at %#x", h.size, h.off)
+		}
+		if l.cmaPID != 0 {
+			addr = h.off
+		}
+	}
+	if l.early[h.id] {
+		delete(l.early, h.id)
+		return nil
+	}
+	return l.peer.Announced(0, h.tag, h.id, h.size, addr)
+}
+
+// retracted applies a RETRACT frame. The sender retracts only what it
+// announced, so the RTS is consumed already (the Peer gets the
+// retraction), or it still waits in the ring: then it is dropped when it
+// is consumed, and a retraction with ack is answered Done at once, since
+// the Peer never saw the message. The caller holds cons, between enter
+// and leave.
+func (l *link) retracted(id uint64, ack bool) error {
+	if !l.queued(id) {
+		return l.peer.Retracted(id, ack)
+	}
+	l.early[id] = true // at most one per slot of the ring
+	if ack {
+		l.Answer(0, id, msg.Done)
+	}
+	return nil
+}
+
+// queued reports whether an RTS of message id waits in the ring. The
+// caller holds cons, between enter and leave.
+func (l *link) queued(id uint64) bool {
+	in := l.in
+	t, h := in.tail.Load(), in.head.Load()
+	if h-t > uint64(in.slots) {
+		return false // a broken ring: the consumer reports it
+	}
+	for ; t != h; t++ {
+		s := getSlotHeader(in.slot(t))
+		if (s.kind == slotRTS || s.kind == slotRTSCMA) && s.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// frame handles one socket frame. The caller is between enter and leave.
+func (l *link) frame(b []byte) error {
+	if len(b) > maxFrame {
+		return fmt.Errorf("frame over %d bytes", maxFrame)
+	}
+	f, err := parseFrame(b)
+	if err != nil {
+		return err
+	}
+	switch f.kind {
+	case fSpace:
+		l.space.fire()
+	case fCTS:
+		if f.flags > ctlDone-ctlCTS {
+			return fmt.Errorf("answer frame with flags %d", f.flags)
+		}
+		l.peer.Answered(f.id, msg.Answer(f.flags))
+	case fRetract:
+		l.cons.Lock()
+		defer l.cons.Unlock()
+		return l.retracted(f.id, f.flags == 1)
+	case fAbort:
+		l.peer.Aborted(f.group, f.seq, int64(f.id), transport.CauseCode(f.code), string(f.text))
+	}
+	return nil // fData: a doorbell, the pump is awake; fPing
+}

@@ -1,0 +1,236 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+)
+
+// maxRTS bounds the messages per peer that wait for their Recv (the
+// link's Limits.MaxRTS). It also keeps the control ring from filling:
+// each answer takes one entry.
+const maxRTS = ctlEntries / 2
+
+// link is a msg.Link over one pair's region and socket: the lane this
+// rank produces into (out) and the one it consumes (in), the pair's
+// socket for what must not wait for ring space, and a pump goroutine that
+// reads both while operations wait (see pump.go) or a waiting operation
+// that reads the lane itself (see poll.go). It implements msg.SingleCopy
+// where the host lets this process read its peer's memory (see cma.go).
+//
+// The region is touched only between enter and leave (a read lock on
+// live that fails once the link is down); fail unmaps it under the write
+// lock. So the Peer is never called with live held by the caller of
+// fail, and fail reports the loss only once the region is gone.
+//
+// Locks, in the order they nest: live, cons (the consumer side of in:
+// held by the pump or a polling call while it consumes), wmu (the
+// producer side of out: one slot is filled at a time), cmu (the producer
+// side of out's control ring).
+type link struct {
+	t    *Transport // its Config
+	rank int        // the peer's
+
+	// Set by Connect before Start; constant afterwards (mem until unmap).
+	sock     *sock
+	mem      []byte
+	out, in  *lane
+	window   int // the peer's MaxBuffered: this rank's eager window toward it
+	eagerMax int // the largest message sent eagerly to it
+	cmaPID   int // the peer's process, when this one may read its memory (else 0)
+	peer     *msg.Peer
+
+	live      sync.RWMutex
+	down      atomic.Bool   // lost or closed: set (after err) before gone closes
+	err       error         // why it is down: ErrPeerLost wrapping the cause, or ErrClosed
+	gone      chan struct{} // closed when down
+	downOnce  sync.Once
+	unmapOnce sync.Once
+	lastRead  atomic.Int64 // when the socket last delivered a frame (Unix ns)
+
+	holds   atomic.Int64 // Holds and Waits in flight: a pump runs meanwhile
+	lmu     sync.Mutex   // the pump's life
+	running bool         // a pump goroutine runs
+	armed   bool         // the socket has a read deadline (the pump's linger)
+
+	space signal       // a SPACE frame came: room in out
+	waken signal       // the lane was read, or Wake called: Waits look again
+	waits atomic.Int32 // Waits in flight
+	wakes atomic.Int64 // Wake calls
+	wmu   sync.Mutex
+	sent  uint64 // eager window bytes ever used toward the peer (under wmu)
+	cmu   sync.Mutex
+	cons  sync.Mutex
+	early map[uint64]bool // retractions of RTSes not consumed yet (under cons)
+}
+
+var (
+	_ msg.Link       = (*link)(nil)
+	_ msg.SingleCopy = (*link)(nil)
+)
+
+// errProtocol marks a loss caused by a peer breaking the protocol.
+var errProtocol = errors.New("protocol error")
+
+func newLink(t *Transport, r int) *link {
+	return &link{t: t, rank: r, gone: make(chan struct{}), early: make(map[uint64]bool)}
+}
+
+// attach gives l its region and socket (Connect). lane 0 carries the
+// lower rank's messages.
+func (l *link) attach(s *sock, mem []byte, g geometry, window int) {
+	l.sock, l.mem, l.window = s, mem, window
+	l0, l1 := laneAt(mem, g, 0), laneAt(mem, g, 1)
+	if l.t.rank < l.rank {
+		l.out, l.in = l0, l1
+	} else {
+		l.out, l.in = l1, l0
+	}
+	l.eagerMax = min(l.t.cfg.EagerMax, g.slotSize, window-msg.Overhead)
+}
+
+// Start begins the link's life. Its first pump starts with the first
+// Hold, Wait or Tick, and reads what the peer sent meanwhile.
+func (l *link) Start(p *msg.Peer) {
+	l.peer = p
+	now := time.Now().UnixNano()
+	l.lastRead.Store(now)
+	l.sock.lastWrite.Store(now)
+}
+
+// Limits are the pair's sizes: an eager message and a chunk fill one slot
+// at most.
+func (l *link) Limits() msg.Limits {
+	return msg.Limits{EagerMax: l.eagerMax, Chunk: l.out.slotSize, MaxRTS: maxRTS}
+}
+
+// LaneOf is 0: a pair has one lane each way.
+func (l *link) LaneOf(transport.Tag) int { return 0 }
+
+// Tick pings the peer unless another frame went to it in the last half
+// heartbeat, pumps an idle link briefly (pings, aborts, a peer's end,
+// messages that arrived while nothing waited), and says when the peer was
+// last heard.
+func (l *link) Tick() int64 {
+	if time.Now().UnixNano()-l.sock.lastWrite.Load() >= int64(l.peer.HeartbeatInterval()/2) {
+		l.sock.send(pingFrame)
+	}
+	l.kick(drainLinger)
+	return l.lastRead.Load()
+}
+
+// Ping is Tick's: nothing else pings.
+func (l *link) Ping() {}
+
+// Close takes the link down: its socket closes (the peer sees its end)
+// and its region is unmapped once no call uses it. Its goroutines (the
+// Endpoint's Close waits for them) end soon after.
+func (l *link) Close() { l.fail(nil) }
+
+// goAdd runs f in a goroutine the Endpoint's Close waits for; false (and
+// nothing run) before Start or once Close began.
+func (l *link) goAdd(f func()) bool { return l.peer != nil && l.peer.Go(f) }
+
+// enter read-locks the region for a use of it, reporting false (and
+// holding nothing) once the link is down or going down.
+func (l *link) enter() bool {
+	if !l.live.TryRLock() {
+		return false
+	}
+	if l.mem == nil {
+		l.live.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (l *link) leave() { l.live.RUnlock() }
+
+// fail takes the link down for cause (nil: it closes) unless it is down
+// already, and then tells the Peer. The caller holds no read lock of live.
+func (l *link) fail(cause error) {
+	if l.takeDown(cause) && cause != nil {
+		l.report(cause)
+	}
+}
+
+// takeDown marks l down for cause, shuts its socket and unmaps its region
+// once no call uses it; it reports whether l was up. The caller holds no
+// read lock of live.
+func (l *link) takeDown(cause error) (first bool) {
+	l.downOnce.Do(func() {
+		first = true
+		l.err = transport.ErrClosed
+		if cause != nil {
+			l.err = fmt.Errorf("%w: %w", transport.ErrPeerLost, cause)
+		}
+		l.down.Store(true)
+		close(l.gone)
+		if l.sock != nil {
+			l.sock.shut()
+		}
+		l.waken.fire()
+	})
+	l.unmapOnce.Do(func() {
+		l.live.Lock()
+		mem := l.mem
+		l.mem = nil
+		l.live.Unlock()
+		unmap(mem)
+	})
+	return first
+}
+
+// report tells the Peer (if the link started) that its peer is lost for
+// cause.
+func (l *link) report(cause error) {
+	switch {
+	case l.peer == nil:
+	case errors.Is(cause, errProtocol):
+		l.peer.Protocol(cause)
+	default:
+		l.peer.Lose(cause)
+	}
+}
+
+// protocol is the error of a peer that broke the protocol.
+func protocol(err error) error { return fmt.Errorf("%w: %w", errProtocol, err) }
+
+// downErr is the error of a call on l once it is down.
+func (l *link) downErr() error {
+	if !l.down.Load() {
+		return transport.ErrPeerLost // not reached: enter fails only once down is set
+	}
+	return l.err
+}
+
+// signal wakes every goroutine waiting on its channel at once.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// C returns the channel the next fire closes.
+func (s *signal) C() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// fire wakes the goroutines waiting on C.
+func (s *signal) fire() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
+}
