@@ -17,22 +17,20 @@ func (p *Peer) awaitAnswer(ctx context.Context, s *sendOp, id uint64) (Answer, e
 		if ctx.Err() == nil && !ready() {
 			w.wait(ctx, p, s.lane, &s.waiting, ready)
 		}
+		// An answer that came before a failure is the answer.
 		select {
 		case a := <-s.answer:
 			s.release(p, true)
 			return a, nil
-		case err := <-s.fail:
-			// An answer that came before the failure is the answer.
-			select {
-			case a := <-s.answer:
-				s.release(p, true)
-				return a, nil
-			default:
-			}
-			return 0, p.abandon(s, id, err)
-		case <-ctx.Done():
-			return 0, p.abandon(s, id, transport.CtxError(ctx))
 		default:
+		}
+		select {
+		case err := <-s.fail:
+			return 0, p.abandon(s, id, err)
+		default:
+		}
+		if ctx.Err() != nil {
+			return 0, p.abandon(s, id, transport.CtxError(ctx))
 		}
 	}
 }

@@ -29,7 +29,7 @@ func (p *Peer) Eager(tag transport.Tag, n int) (*Sink, error) {
 	q := p.queues[tag]
 	if q == nil || q.active != nil || len(q.arrived) > 0 || len(q.posted) == 0 {
 		m.data = make([]byte, n)
-		return &Sink{p: p, m: m, kind: sinkBuf, end: n}, nil
+		return m.sinkOf(p, sinkBuf, 0, n), nil
 	}
 	// A Recv waits: the bytes go straight into its buffer.
 	r := q.posted[0]
@@ -45,7 +45,7 @@ func (p *Peer) Eager(tag transport.Tag, n int) (*Sink, error) {
 	m.op = r
 	r.m = m
 	q.active = m
-	return &Sink{p: p, m: m, kind: sinkMsg, end: n}, nil
+	return m.sinkOf(p, sinkMsg, 0, n), nil
 }
 
 // Announced takes the announce (RTS) of message id of size bytes under
@@ -94,7 +94,7 @@ func (p *Peer) Chunk(id, off uint64, n int) (*Sink, error) {
 		return nil, fmt.Errorf("chunk of message %d at offset %d (%d bytes), want offset %d of %d",
 			id, off, n, m.got, m.size)
 	}
-	return &Sink{p: p, m: m, kind: sinkMsg, off: int(off), end: int(off) + n}, nil
+	return m.sinkOf(p, sinkMsg, int(off), int(off)+n), nil
 }
 
 // Answered takes the peer's answer to message id, which this rank

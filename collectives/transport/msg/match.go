@@ -32,6 +32,13 @@ type inMsg struct {
 	held   bool   // a Hold of lane waits for its chunks
 	single bool   // read by address on its Recv's goroutine
 	op     *op    // the Recv receiving it, nil once that Recv ended
+	sink   Sink   // its current frame's (one frame of a message at a time)
+}
+
+// sinkOf readies m's Sink for a frame of kind from off to end.
+func (m *inMsg) sinkOf(p *Peer, kind, off, end int) *Sink {
+	m.sink = Sink{p: p, m: m, kind: kind, off: off, end: end}
+	return &m.sink
 }
 
 // unhold ends m's Hold of its lane, once. p.mu is held.
