@@ -140,7 +140,7 @@ func (h *harness) benchGroup(per int, v variant, r rate) (rows []benchRow, joine
 	if len(rows) == 0 {
 		return nil, "", "rank 0 printed no row: " + c.ranks[0].lastLine(300)
 	}
-	return rows, c.transports(), ""
+	return rows, c.joined(), ""
 }
 
 // sizeName is a byte count as KiB, MiB or GiB where it divides evenly.

@@ -160,6 +160,62 @@ func (c *cluster) transports() string {
 	return strings.Join(got, "+")
 }
 
+// joined is what the ranks joined with: the data planes and, where Join
+// reports each pair's carrier, the carriers within and across hosts.
+func (c *cluster) joined() string {
+	t := c.transports()
+	if pc := c.pairCarriers(); pc != "-" {
+		t += " (" + pc + ")"
+	}
+	return t
+}
+
+// joinedLinks matches the carrier of each pair, "0:self 1:shm 2:tcp", on
+// the "joined" line, where Join reports one.
+var joinedLinks = regexp.MustCompile(`\bjoined\b.*"links": "([^"]*)"`)
+
+// pairCarriers says which carriers linked pairs of ranks on one host and
+// pairs across hosts, from every rank's "joined" line: "same host shm,
+// across tcp"; "-" where no rank reported its links.
+func (c *cluster) pairCarriers() string {
+	var same, across []string
+	seen := false
+	for r, p := range c.ranks {
+		for _, l := range p.lines() {
+			m := joinedLinks.FindStringSubmatch(l.text)
+			if m == nil {
+				continue
+			}
+			seen = true
+			for _, f := range strings.Fields(m[1]) {
+				k, carrier, ok := strings.Cut(f, ":")
+				peer, err := strconv.Atoi(k)
+				if !ok || err != nil || peer == r || peer < 0 || peer >= len(c.hostOf) {
+					continue
+				}
+				list := &across
+				if c.hostOf[peer] == c.hostOf[r] {
+					list = &same
+				}
+				if !slices.Contains(*list, carrier) {
+					*list = append(*list, carrier)
+				}
+			}
+		}
+	}
+	if !seen {
+		return "-"
+	}
+	name := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		slices.Sort(l)
+		return strings.Join(l, "+")
+	}
+	return "same host " + name(same) + ", across " + name(across)
+}
+
 // transcript is every rank's output, times since the cluster started.
 func (c *cluster) transcript() string {
 	var b strings.Builder

@@ -91,13 +91,13 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 	}()
 	if r := c.awaitAll(formBound, func(s string) bool { return s == "SOAK 1" }); r >= 0 {
 		o.reason = "before the kill: " + c.failure(r)
-		return o, c.transports()
+		return o, c.joined()
 	}
 	time.Sleep(time.Duration(h.intn(200)) * time.Millisecond)
 	killed := time.Now()
 	if err := c.ranks[o.victim].signal(syscall.SIGKILL); err != nil {
 		o.reason = fmt.Sprintf("SIGKILL rank %d: %v", o.victim, err)
-		return o, c.transports()
+		return o, c.joined()
 	}
 	o.pass = true
 	for i, p := range c.ranks {
@@ -125,7 +125,7 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 			o.pass, o.reason = false, fmt.Sprintf("rank %d (host %d): ErrPeerLost after %s", i, c.hostOf[i], secs(l.at.Sub(killed)))
 		}
 	}
-	return o, c.transports()
+	return o, c.joined()
 }
 
 // quantile is the q-quantile (nearest rank) of ds, -1 when empty.

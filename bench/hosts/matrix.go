@@ -88,5 +88,5 @@ func (h *harness) matrixGroup(per int, v variant) (steps, failed, joined, fail s
 	if lo != hi {
 		steps = fmt.Sprintf("%d-%d", lo, hi)
 	}
-	return steps, strconv.Itoa(bad), c.transports(), fail
+	return steps, strconv.Itoa(bad), c.joined(), fail
 }

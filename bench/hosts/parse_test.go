@@ -110,3 +110,29 @@ func TestSizeName(t *testing.T) {
 		}
 	}
 }
+
+func TestPairCarriers(t *testing.T) {
+	lines := []string{
+		`INFO	choreo	collectives/join.go:142	joined	{"rank": 0, "transport": "shm+tcp", "links": "0:self 1:shm 2:tcp 3:tcp", "peer_timeout": "10s"}`,
+		`INFO	choreo	collectives/join.go:142	joined	{"rank": 1, "transport": "shm+tcp", "links": "0:shm 1:self 2:tcp 3:tcp", "peer_timeout": "10s"}`,
+		`INFO	choreo	collectives/join.go:142	joined	{"rank": 2, "transport": "shm+tcp", "links": "0:tcp 1:tcp 2:self 3:shm", "peer_timeout": "10s"}`,
+		`INFO	choreo	collectives/join.go:142	joined	{"rank": 3, "transport": "shm+tcp", "links": "0:tcp 1:tcp 2:tcp 3:self", "peer_timeout": "10s"}`,
+	}
+	c := &cluster{hostOf: []int{0, 0, 1, 1}}
+	for _, l := range lines {
+		p := &proc{done: make(chan struct{})}
+		p.out = []line{{text: "choreo bench"}, {text: l}}
+		c.ranks = append(c.ranks, p)
+	}
+	if got, want := c.joined(), "shm+tcp (same host shm+tcp, across tcp)"; got != want {
+		t.Errorf("joined %q, want %q (rank 3 links its host's rank 2 by tcp)", got, want)
+	}
+	c.ranks[3].out[1].text = lines[3][:strings.Index(lines[3], "0:tcp")] + `0:tcp 1:tcp 2:shm 3:self"}`
+	if got, want := c.joined(), "shm+tcp (same host shm, across tcp)"; got != want {
+		t.Errorf("joined %q, want %q", got, want)
+	}
+	c = &cluster{hostOf: []int{0, 1}, ranks: []*proc{{out: []line{{text: `joined	{"rank": 0, "transport": "tcp", "peer_timeout": "10s"}`}}}}}
+	if got := c.joined(); got != "tcp" {
+		t.Errorf("without links: %q, want tcp", got)
+	}
+}
