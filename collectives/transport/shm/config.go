@@ -2,6 +2,7 @@ package shm
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -48,6 +49,9 @@ type Config struct {
 	// bytes); the handshake proves it, never sends it, and a region is
 	// handed only to a peer that proved it.
 	Secret []byte
+	// Peers are the ranks this rank links to, in increasing order (nil:
+	// every other rank). A rank listed here must list this one.
+	Peers []int
 
 	// SlotSize is the payload bytes of one ring slot (a multiple of 64);
 	// large messages travel in slots of this size. Default
@@ -112,6 +116,9 @@ func (c Config) normalize() (Config, error) {
 		return bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
 	}
 	c.Secret = append([]byte(nil), c.Secret...)
+	if !c.peers() {
+		return bad("Peers %v: want other ranks in increasing order", c.Peers)
+	}
 	if err := c.ringFromEnv(); err != nil {
 		return bad("%v", err)
 	}
@@ -166,4 +173,23 @@ func (c Config) normalize() (Config, error) {
 		return bad("HandshakeTimeout %v", c.HandshakeTimeout)
 	}
 	return c, nil
+}
+
+// peers fills in Peers (a copy; nil: every other rank) and reports
+// whether they are other ranks in increasing order.
+func (c *Config) peers() bool {
+	if c.Peers == nil {
+		for r := range c.Size {
+			if r != c.Rank {
+				c.Peers = append(c.Peers, r)
+			}
+		}
+	}
+	c.Peers = slices.Clone(c.Peers)
+	for i, r := range c.Peers {
+		if r < 0 || r >= c.Size || r == c.Rank || (i > 0 && r <= c.Peers[i-1]) {
+			return false
+		}
+	}
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/internal/gate"
 	"golang.org/x/sys/unix"
 )
@@ -46,8 +47,32 @@ var aLongTimeAgo = time.Unix(1, 0)
 // OnRefused together, at most once a second (errors.Is gate.ErrFull). The
 // rendezvous socket closes when Connect returns. ctx bounds the whole; on
 // failure everything is closed and unmapped and the error names the peers
-// still missing.
+// still missing. Connect links this rank to every other one (Config.Peers
+// must be nil or list them all); ConnectLinks links it to some.
 func Connect(ctx context.Context, cfg Config) (*Transport, error) {
+	t, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.start(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ConnectLinks links this rank to Config.Peers as Connect does, and
+// returns the links, indexed by rank (nil at this rank and at the ranks
+// not in Peers), for a msg.Endpoint that may hold other carriers' links
+// too. Refused connections are reported to OnRefused only.
+func ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, error) {
+	t, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return t.msgLinks(), nil
+}
+
+func connect(ctx context.Context, cfg Config) (*Transport, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, err
@@ -56,13 +81,13 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	t := newTransport(cfg)
-	if cfg.Size == 1 {
-		return t, t.start()
+	if len(cfg.Peers) == 0 {
+		return t, nil
 	}
-	m := &mesh{t: t, full: make(chan struct{}), need: cfg.Size - 1, taken: make(map[int]bool), errs: make(map[int]error)}
+	m := &mesh{t: t, full: make(chan struct{}), need: len(cfg.Peers), taken: make(map[int]bool), errs: make(map[int]error)}
 	sctx, cancel := context.WithCancel(ctx)
 	var ln *net.UnixListener
-	if cfg.Rank < cfg.Size-1 {
+	if cfg.Peers[len(cfg.Peers)-1] > cfg.Rank {
 		name := sockName(cfg.Run, cfg.Group, cfg.Rank)
 		ln, err = net.ListenUnix(network, &net.UnixAddr{Name: name, Net: network})
 		if err != nil {
@@ -76,7 +101,10 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 			m.acceptLoop(sctx, ln)
 		}()
 	}
-	for p := range cfg.Rank {
+	for _, p := range cfg.Peers {
+		if p > cfg.Rank {
+			break
+		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -100,9 +128,6 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 		}
 		t.closeLinks()
 		return nil, fmt.Errorf("shm: rank %d: connect: %w; not connected: %s", cfg.Rank, cerr, missing)
-	}
-	if err := t.start(); err != nil {
-		return nil, err
 	}
 	return t, nil
 }
@@ -586,7 +611,7 @@ func (t *Transport) acceptHandshake(gu *guest, m *mesh) (h int, mem []byte, g ge
 		ch.Status, why = stVersion, fmt.Errorf("version %d", hello.Version)
 	case hello.Group != t.cfg.Group || hello.Run != ch.Run:
 		ch.Status, why = stGroup, fmt.Errorf("group %d or run differs (a rank of another run?)", hello.Group)
-	case hello.To != uint32(t.rank) || hello.From <= uint32(t.rank) || hello.From >= uint32(t.size):
+	case hello.To != uint32(t.rank) || hello.From <= uint32(t.rank) || hello.From >= uint32(t.size) || t.links[hello.From] == nil:
 		ch.Status, why = stRank, fmt.Errorf("ranks %d->%d", hello.From, hello.To)
 	case hello.Size != uint32(t.size) || !windowOK(hello.Window):
 		ch.Status, why = stConfig, errors.New("configuration differs")

@@ -118,14 +118,14 @@ func (l *link) LaneOf(transport.Tag) int { return 0 }
 // last heard.
 func (l *link) Tick() int64 {
 	if time.Now().UnixNano()-l.sock.lastWrite.Load() >= int64(l.peer.HeartbeatInterval()/2) {
-		l.sock.send(pingFrame)
+		l.Ping()
 	}
 	l.kick(drainLinger)
 	return l.lastRead.Load()
 }
 
-// Ping is Tick's: nothing else pings.
-func (l *link) Ping() {}
+// Ping sends a PING frame.
+func (l *link) Ping() { l.sock.send(pingFrame) }
 
 // Close takes the link down: its socket closes (the peer sees its end)
 // and its region is unmapped once no call uses it. Its goroutines (the

@@ -63,25 +63,28 @@ func (t *Transport) Stats() Stats {
 
 func newTransport(cfg Config) *Transport {
 	t := &Transport{cfg: cfg, rank: cfg.Rank, size: cfg.Size, links: make([]*link, cfg.Size)}
-	for r := range cfg.Size {
-		if r != cfg.Rank {
-			t.links[r] = newLink(t, r)
-		}
+	for _, r := range cfg.Peers {
+		t.links[r] = newLink(t, r)
 	}
 	return t
 }
 
-// start builds the Endpoint over the connected links.
-func (t *Transport) start() error {
+// msgLinks returns the links as msg.Links, nil where there is none.
+func (t *Transport) msgLinks() []msg.Link {
 	links := make([]msg.Link, t.size)
 	for r, l := range t.links {
 		if l != nil {
 			links[r] = l
 		}
 	}
+	return links
+}
+
+// start builds the Endpoint over the connected links.
+func (t *Transport) start() error {
 	e, err := msg.New(msg.Config{Rank: t.rank, Size: t.size, Name: "shm", MaxBuffered: t.cfg.MaxBuffered,
 		PeerTimeout: t.cfg.PeerTimeout, HeartbeatInterval: t.cfg.HeartbeatInterval,
-		Poll: spin.PollBudget(envPoll, t.size)}, links)
+		Poll: spin.PollBudget(envPoll, t.size)}, t.msgLinks())
 	if err != nil {
 		t.closeLinks()
 		return err

@@ -6,22 +6,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
-	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
-
-// TrySend sends what fits EagerMax, the receiver's window and a free slot
-// at once and leaves the rest unsent; a bad peer or a done context fails
-// it like Send.
-func TestTrySend(t *testing.T) {
-	ts := build(t, 2, func(c *Config) {
-		c.EagerMax = 1024
-		c.MaxBuffered = 4096
-		c.SlotSize = 4096
-		c.Slots = 8
-	})
-	defer closeAll(ts)
-	transporttest.TrySend(t, ts[0], ts[1])
-}
 
 // A sender whose ring is full waits for the receiver to make room, and an
 // idle receiver (no call in flight) makes it within its heartbeat: its
