@@ -1,0 +1,175 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// Defaults and limits of Config.
+const (
+	// DefaultHandshakeTimeout bounds one connection's handshake.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// MinSecret is the shortest Secret accepted.
+	MinSecret = 16
+	// MaxConnsPerPeer bounds Config.ConnsPerPeer.
+	MaxConnsPerPeer = 64
+)
+
+// Order says which rank of a pair dials the other.
+type Order uint8
+
+const (
+	// LowerDials: each rank dials its higher peers and accepts its lower
+	// ones.
+	LowerDials Order = iota
+	// HigherDials: each rank dials its lower peers and accepts its higher
+	// ones.
+	HigherDials
+)
+
+// Config is one rank's part of a mesh. Every rank of a group gives the
+// same Size, Group, Secret, Label, Order and ConnsPerPeer, and Peers that
+// agree (rank a lists b exactly when b lists a); Hello may differ.
+type Config struct {
+	// Rank is this rank, in [0, Size).
+	Rank, Size int
+	// Group is the group's id: a rank of another group is refused.
+	Group uint64
+	// Secret is shared by the ranks of the group (at least MinSecret
+	// bytes); each side of each connection proves it knows it.
+	Secret []byte
+	// Label names the kind of link ("tcp", "shm": at most MaxLabel bytes
+	// of lower-case letters, digits, '.', '_' and '-'). It is part of every
+	// message and of every proof, so a proof for one kind of link is none
+	// for another.
+	Label string
+	// Peers are the ranks to connect to (nil: every other rank), so that
+	// a group may link some pairs by one kind of link and the rest by
+	// another.
+	Peers []int
+	// ConnsPerPeer is how many connections each pair has (default 1, at
+	// most MaxConnsPerPeer).
+	ConnsPerPeer int
+	// Order says which rank of a pair dials (default LowerDials).
+	Order Order
+	// Listener is where the peers that dial this rank connect (a TCP
+	// listener, an abstract unix socket). Connect closes it when it
+	// returns; it may be nil when no peer dials this rank.
+	Listener net.Listener
+	// Dial connects to peer rank (it is retried until the peer listens);
+	// ctx bounds it. Needed when this rank dials a peer.
+	Dial func(ctx context.Context, rank int) (net.Conn, error)
+	// HandshakeTimeout bounds each connection's handshake (default
+	// DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// Hello is what this rank announces to each peer inside the
+	// authenticated handshake (at most MaxHello bytes): what a link must
+	// know of the other side, such as its limits.
+	Hello []byte
+	// CheckHello, if set, judges a peer's Hello before this rank proves
+	// anything to it; an error refuses the connection as ErrConfig.
+	CheckHello func(rank int, hello []byte) error
+	// Setup, if set, runs on each connection once both sides have proved
+	// the secret, before it counts as connected, on both sides (Link.Dialed
+	// tells which this is), still under the handshake's deadline: what a
+	// link must exchange or make over an authenticated connection (a
+	// shared region, say). What it makes it keeps in Link.Extra, which is
+	// closed with the connection if Connect fails. An error closes the
+	// connection, which the dialer dials again.
+	Setup func(ctx context.Context, l *Link) error
+	// OnRefused, if set, hears of each connection refused (see Connect).
+	OnRefused func(error)
+}
+
+func bad(format string, args ...any) error {
+	return fmt.Errorf("mesh: config: %w: %s", transport.ErrBadArgument, fmt.Sprintf(format, args...))
+}
+
+// normalize checks c and fills in the defaults; it copies Peers, Secret
+// and Hello.
+func (c Config) normalize() (Config, error) {
+	if c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size {
+		return c, bad("rank %d of %d", c.Rank, c.Size)
+	}
+	if len(c.Secret) < MinSecret {
+		return c, bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
+	}
+	if !labelOK(c.Label) {
+		return c, bad("label %q", c.Label)
+	}
+	if len(c.Hello) > MaxHello {
+		return c, bad("hello of %d bytes, over %d", len(c.Hello), MaxHello)
+	}
+	if c.ConnsPerPeer == 0 {
+		c.ConnsPerPeer = 1
+	}
+	if c.ConnsPerPeer < 1 || c.ConnsPerPeer > MaxConnsPerPeer {
+		return c, bad("ConnsPerPeer %d", c.ConnsPerPeer)
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.HandshakeTimeout < 0 || c.Order > HigherDials {
+		return c, bad("HandshakeTimeout %v, Order %d", c.HandshakeTimeout, c.Order)
+	}
+	if err := c.normalizePeers(); err != nil {
+		return c, err
+	}
+	c.Secret = slices.Clone(c.Secret)
+	c.Hello = slices.Clone(c.Hello)
+	return c, nil
+}
+
+// normalizePeers checks Peers (or lists every other rank) and that this
+// rank can dial and accept whom it must.
+func (c *Config) normalizePeers() error {
+	if c.Peers == nil {
+		for r := range c.Size {
+			if r != c.Rank {
+				c.Peers = append(c.Peers, r)
+			}
+		}
+	} else {
+		c.Peers = slices.Clone(c.Peers)
+		slices.Sort(c.Peers)
+	}
+	for i, p := range c.Peers {
+		if p < 0 || p >= c.Size || p == c.Rank || (i > 0 && c.Peers[i-1] == p) {
+			return bad("peers %v of rank %d of %d", c.Peers, c.Rank, c.Size)
+		}
+		if c.dials(p) && c.Dial == nil {
+			return bad("no Dial, and rank %d dials peer %d", c.Rank, p)
+		}
+		if !c.dials(p) && c.Listener == nil {
+			return bad("no Listener, and peer %d dials rank %d", p, c.Rank)
+		}
+	}
+	return nil
+}
+
+// dials reports whether this rank dials peer p (else p dials it).
+func (c *Config) dials(p int) bool { return (p > c.Rank) == (c.Order == LowerDials) }
+
+// dialedBy reports whether rank p dials this rank and is one of its
+// peers.
+func (c *Config) dialedBy(p int) bool {
+	_, ok := slices.BinarySearch(c.Peers, p)
+	return ok && !c.dials(p)
+}
+
+func labelOK(s string) bool {
+	if s == "" || len(s) > MaxLabel {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}

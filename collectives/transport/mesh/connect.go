@@ -1,0 +1,223 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+)
+
+// aLongTimeAgo is a deadline that wakes a blocked socket call at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Connect builds this rank's part of the mesh and returns it once every
+// connection to every peer is up: it dials ConnsPerPeer connections to
+// each peer it dials (Config.Order), retrying until the peer listens, and
+// accepts as many from each peer that dials it on Config.Listener,
+// running the handshake on each (see the package doc), then Config.Setup.
+//
+// Connections that fail the handshake are refused and counted
+// (Mesh.Refused) and passed to Config.OnRefused, and change nothing. A
+// stranger costs a goroutine and a fixed buffer for a bounded time: a
+// connection must send its hello within 2 s (HandshakeTimeout if
+// shorter), at most gate.DefaultSlots handshakes wait for a hello and as
+// many for a proof, and silent connections cannot keep a dialer that
+// speaks out (see gate.Door); the connections turned away for room are
+// passed to OnRefused together, at most once a second (errors.Is
+// gate.ErrFull).
+//
+// The listener is closed when Connect returns: a group's mesh is built
+// once. ctx bounds the whole; on failure every connection is closed and
+// the error names the peers still missing, each with its last failure.
+func Connect(ctx context.Context, cfg Config) (*Mesh, error) {
+	c, err := cfg.normalize()
+	if err != nil {
+		closeListener(cfg.Listener)
+		return nil, err
+	}
+	b := newBuilder(c)
+	sctx, cancel := context.WithCancel(ctx)
+	if b.accepts() {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.acceptLoop(sctx, c.Listener)
+		}()
+	} else {
+		closeListener(c.Listener)
+	}
+	for _, p := range c.Peers {
+		for i := range c.ConnsPerPeer {
+			if c.dials(p) {
+				b.wg.Add(1)
+				go func() {
+					defer b.wg.Done()
+					b.dialLoop(sctx, p, i)
+				}()
+			}
+		}
+	}
+	select {
+	case <-b.full:
+	case <-ctx.Done():
+	}
+	cancel()
+	closeListener(c.Listener)
+	b.wg.Wait()
+	b.report.flush()
+	m := &Mesh{Links: b.links, Refused: b.report.refused.Load()}
+	if missing := b.missing(); missing != "" {
+		cerr := transport.CtxError(ctx)
+		if cerr == nil {
+			cerr = errors.New("incomplete")
+		}
+		_ = m.Close()
+		return nil, fmt.Errorf("%s: connect: %w; not connected: %s", b.report.prefix, cerr, missing)
+	}
+	return m, nil
+}
+
+func closeListener(l net.Listener) {
+	if l != nil {
+		_ = l.Close()
+	}
+}
+
+// builder is the state of one Connect.
+type builder struct {
+	cfg    Config
+	wg     sync.WaitGroup
+	full   chan struct{} // closed once every link is attached
+	report reporter
+
+	mu       sync.Mutex
+	need     int
+	have     int
+	links    [][]Link        // by rank; a link's Conn is nil until attached
+	reserved map[[2]int]bool // (peer, index) of links being set up by the acceptor
+	errs     map[int]error   // last failure per peer
+}
+
+func newBuilder(cfg Config) *builder {
+	b := &builder{
+		cfg:      cfg,
+		full:     make(chan struct{}),
+		links:    make([][]Link, cfg.Size),
+		reserved: make(map[[2]int]bool),
+		errs:     make(map[int]error),
+	}
+	b.report = reporter{prefix: fmt.Sprintf("%s mesh: rank %d", cfg.Label, cfg.Rank), on: cfg.OnRefused}
+	for _, p := range cfg.Peers {
+		b.links[p] = make([]Link, cfg.ConnsPerPeer)
+		b.need += cfg.ConnsPerPeer
+	}
+	if b.need == 0 {
+		close(b.full)
+	}
+	return b
+}
+
+// accepts reports whether some peer dials this rank.
+func (b *builder) accepts() bool {
+	for _, p := range b.cfg.Peers {
+		if !b.cfg.dials(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// reserve claims link (p, i) for an acceptor's handshake that has
+// authenticated its dialer; false if the link is up or claimed already.
+func (b *builder) reserve(p, i int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reserved[[2]int{p, i}] || b.links[p][i].Conn != nil {
+		return false
+	}
+	b.reserved[[2]int{p, i}] = true
+	return true
+}
+
+func (b *builder) unreserve(p, i int) {
+	b.mu.Lock()
+	delete(b.reserved, [2]int{p, i})
+	b.mu.Unlock()
+}
+
+// attach installs an authenticated, set up link in its place (reserved
+// by the acceptor, or dialed by its one dialLoop).
+func (b *builder) attach(l Link) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.reserved, [2]int{l.Peer, l.Index})
+	b.links[l.Peer][l.Index] = l
+	delete(b.errs, l.Peer)
+	b.have++
+	if b.have == b.need {
+		close(b.full)
+	}
+}
+
+func (b *builder) noteErr(p int, err error) {
+	b.mu.Lock()
+	b.errs[p] = err
+	b.mu.Unlock()
+}
+
+// missing names the peers without all their links, with their last
+// failures.
+func (b *builder) missing() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, p := range b.cfg.Peers {
+		up := 0
+		for _, l := range b.links[p] {
+			if l.Conn != nil {
+				up++
+			}
+		}
+		if up == len(b.links[p]) {
+			continue
+		}
+		s := fmt.Sprintf("rank %d", p)
+		if e := b.errs[p]; e != nil {
+			s += " (" + e.Error() + ")"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}
+
+// settle runs Config.Setup on an authenticated link, under ctx (the
+// handshake's bound, which stop ends), and attaches it. On failure it
+// closes what Setup made; the caller closes the connection.
+func (b *builder) settle(ctx context.Context, l *Link, stop func() bool) error {
+	var err error
+	if b.cfg.Setup != nil {
+		if err = b.cfg.Setup(ctx, l); err != nil {
+			err = fmt.Errorf("setup: %w", err)
+		}
+	}
+	if !stop() && err == nil {
+		err = transport.CtxError(ctx)
+	}
+	if err == nil {
+		err = l.Conn.SetDeadline(time.Time{})
+	}
+	if err != nil {
+		if l.Extra != nil {
+			_ = l.Extra.Close()
+			l.Extra = nil
+		}
+		return err
+	}
+	b.attach(*l)
+	return nil
+}

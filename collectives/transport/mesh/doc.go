@@ -1,0 +1,63 @@
+// Package mesh builds one rank's part of an authenticated full mesh: the
+// connections between the ranks of a group that a kind of link (tcp, shm)
+// carries its bytes over, each authenticated by the group's shared
+// secret. A link package makes the listener and says how to dial a peer;
+// mesh decides who dials whom, runs the handshake on every connection,
+// refuses strangers at a bounded cost, and returns each peer's
+// connections with what the peer announced.
+//
+// # Use
+//
+//	m, err := mesh.Connect(ctx, mesh.Config{
+//		Rank: r, Size: n, Group: id, Secret: secret, Label: "tcp",
+//		Listener: ln, Dial: func(ctx context.Context, p int) (net.Conn, error) { ... },
+//		Hello: myLimits,
+//	})
+//
+// m.Links[p] then holds the connections to peer p, each with the peer's
+// Hello. Config.Peers limits the mesh to some of the ranks (a group may
+// link some pairs by one kind of link and the others by another); the
+// lower rank of each pair dials the higher, or the other way
+// (Config.Order); each pair has Config.ConnsPerPeer connections, each
+// made once. Config.Setup runs on each connection once both sides are
+// authenticated, for what a link must exchange before it is used (a
+// shared region's descriptor, say).
+//
+// # Handshake
+//
+// Four fixed 192-byte messages (fixed, so that a message reads whole on a
+// stream and on a packet socket), magic "CHMS", big endian: version u16,
+// kind u8, status u8, group u64, from u32, to u32, size u32, connection
+// index u16, connections u16, the label (8 bytes, zero padded), 32 bytes
+// (a nonce, or a MAC), the payload's length u16 and the payload (at most
+// MaxHello bytes, zero padded).
+//
+//  1. hello (dialer): its view of the group, its payload and a fresh
+//     nonce.
+//  2. challenge (acceptor): its view, its payload and a fresh nonce; or a
+//     refusal status (version, group, label, ranks, configuration) and the
+//     close.
+//  3. proof (dialer): HMAC-SHA256(secret, "choreo/mesh/v1 <label> dialer
+//     proof" || hello || challenge).
+//  4. verdict (acceptor): a status and, when the proof holds,
+//     HMAC-SHA256(secret, "choreo/mesh/v1 <label> acceptor proof" ||
+//     hello || challenge), which the dialer checks.
+//
+// Both nonces are in every MAC, so a recorded handshake replays to
+// nothing; the acceptor proves nothing before the dialer has, and a proof
+// for one label is none for another. The payloads are authenticated but
+// not secret: the acceptor's goes out before the dialer has proved
+// anything.
+//
+// # Strangers
+//
+// Anything else (a stranger, a wrong secret, a rank of another group,
+// garbage, a second connection in a link's place, a client silent for 2 s,
+// or HandshakeTimeout if shorter) is closed, counted in Mesh.Refused and
+// passed to Config.OnRefused, wrapping one of the package's sentinel
+// errors (ErrAuth, ErrGroup, ...). Every handshake waits behind a
+// gate.Door, so a flood of connections costs each a goroutine and a fixed
+// buffer, a bounded number at a time, and cannot keep the ranks out;
+// those turned away for room are passed to OnRefused together, at most
+// once a second. The package logs nothing.
+package mesh
