@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -43,6 +44,10 @@ type Config struct {
 	// Secret is shared by the ranks of the group (at least MinSecret
 	// bytes); the handshake proves it, never sends it.
 	Secret []byte
+	// Peers are the ranks this rank links to, where another transport
+	// links it to the others (a group across hosts); nil: every other
+	// rank. Two ranks either list each other or neither does.
+	Peers []int
 
 	// MaxFrame is the largest frame payload this rank accepts (a larger
 	// declared length drops the peer) and sends (large messages travel in
@@ -85,7 +90,7 @@ type Config struct {
 }
 
 // normalize checks c and fills in the defaults.
-func (c Config) normalize() (Config, error) {
+func (c Config) normalize() (_ Config, err error) {
 	bad := func(format string, a ...any) (Config, error) {
 		return c, fmt.Errorf("tcp: rank %d: config: %w: %s", c.Rank, transport.ErrBadArgument, fmt.Sprintf(format, a...))
 	}
@@ -97,6 +102,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	if len(c.Secret) < MinSecret {
 		return bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
+	}
+	if c.Peers, err = c.peers(); err != nil {
+		return c, err
 	}
 	c.Secret = append([]byte(nil), c.Secret...)
 	c.Addrs = append([]string(nil), c.Addrs...)
@@ -141,3 +149,30 @@ func (c Config) normalize() (Config, error) {
 	}
 	return c, nil
 }
+
+// peers checks c.Peers and returns them in increasing order (every other
+// rank where c.Peers is nil).
+func (c Config) peers() ([]int, error) {
+	if c.Peers == nil {
+		out := make([]int, 0, c.Size-1)
+		for r := range c.Size {
+			if r != c.Rank {
+				out = append(out, r)
+			}
+		}
+		return out, nil
+	}
+	out := slices.Clone(c.Peers)
+	slices.Sort(out)
+	for i, r := range out {
+		if r < 0 || r >= c.Size || r == c.Rank || (i > 0 && out[i-1] == r) {
+			return nil, fmt.Errorf("tcp: rank %d: config: %w: peers %v (ranks of 0..%d, not this one, once each)",
+				c.Rank, transport.ErrBadArgument, c.Peers, c.Size-1)
+		}
+	}
+	return out, nil
+}
+
+// accepts reports whether this rank accepts connections: from the peers
+// below it (it dials those above).
+func (c Config) accepts() bool { return len(c.Peers) > 0 && c.Peers[0] < c.Rank }

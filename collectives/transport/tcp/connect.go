@@ -54,27 +54,46 @@ func (l *Listener) Addr() string { return l.ln.Addr().String() }
 func (l *Listener) Close() error { return l.ln.Close() }
 
 // Connect joins the group without a Listener of the caller's: it listens
-// on cfg.Addrs[cfg.Rank] (rank 0, which only dials, does not listen) and
+// on cfg.Addrs[cfg.Rank] (not where the rank only dials: rank 0, say) and
 // goes on as Listener.Connect.
 func Connect(ctx context.Context, cfg Config) (*Transport, error) {
-	n, err := cfg.normalize()
+	l, err := listenFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if n.Size == 1 || n.Rank == 0 {
-		return (*Listener)(nil).Connect(ctx, cfg)
+	return l.Connect(ctx, cfg)
+}
+
+// ConnectLinks is Connect without the Endpoint: it returns the links to
+// cfg.Peers, indexed by rank (nil elsewhere), for a msg.Endpoint that may
+// hold links of other transports too. That Endpoint's MaxBuffered must be
+// at least cfg.MaxBuffered, the window this rank announces to its peers.
+func ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, error) {
+	l, err := listenFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return l.ConnectLinks(ctx, cfg)
+}
+
+// listenFor listens on cfg.Addrs[cfg.Rank] where cfg's rank accepts
+// connections, and returns nil where it does not.
+func listenFor(cfg Config) (*Listener, error) {
+	n, err := cfg.normalize()
+	if err != nil || !n.accepts() {
+		return nil, err
 	}
 	l, err := Listen(n.Addrs[n.Rank])
 	if err != nil {
 		return nil, fmt.Errorf("tcp: rank %d: %w", n.Rank, err)
 	}
-	return l.Connect(ctx, cfg)
+	return l, nil
 }
 
-// Connect builds this rank's part of the full mesh and returns its
-// endpoint once it has every connection to every peer: it dials
-// cfg.ConnsPerPeer connections to each higher rank (retrying until the
-// peer listens) and accepts as many from each lower rank on l, running the
+// Connect builds this rank's part of the mesh and returns its endpoint
+// once it has every connection to every peer (cfg.Peers): it dials
+// cfg.ConnsPerPeer connections to each higher peer (retrying until the
+// peer listens) and accepts as many from each lower peer on l, running the
 // handshake on each (see the package doc). Connections that fail the
 // handshake are refused and counted (Stats.Refused; Config.OnRefused) and
 // change nothing. A stranger costs little: a connection must send its
@@ -86,6 +105,35 @@ func Connect(ctx context.Context, cfg Config) (*Transport, error) {
 // once. ctx bounds the whole; on failure everything is
 // closed and the error names the peers still missing.
 func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) {
+	if cfg.Peers != nil && len(cfg.Peers) != cfg.Size-1 {
+		if l != nil {
+			_ = l.Close()
+		}
+		return nil, fmt.Errorf("tcp: rank %d: connect: %w: peers %v: an Endpoint links every other rank (ConnectLinks links some)",
+			cfg.Rank, transport.ErrBadArgument, cfg.Peers)
+	}
+	t, err := l.build(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.start(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ConnectLinks is Connect without the Endpoint (see the function
+// ConnectLinks).
+func (l *Listener) ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, error) {
+	t, err := l.build(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return t.msgLinks(), nil
+}
+
+// build connects cfg's rank to its peers (see Connect); it closes l.
+func (l *Listener) build(ctx context.Context, cfg Config) (*Transport, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		if l != nil {
@@ -94,23 +142,18 @@ func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) 
 		return nil, err
 	}
 	t := newTransport(cfg)
-	if cfg.Size == 1 {
+	if len(cfg.Peers) == 0 {
 		if l != nil {
 			_ = l.Close()
 		}
-		return t, t.start()
+		return t, nil
 	}
-	if l == nil && cfg.Rank > 0 {
+	if l == nil && cfg.accepts() {
 		return nil, fmt.Errorf("tcp: rank %d: connect: %w: no listener", cfg.Rank, transport.ErrBadArgument)
 	}
-	m := &mesh{t: t, full: make(chan struct{}), errs: make(map[int]error)}
-	for p := range cfg.Size {
-		if p != cfg.Rank {
-			m.need += cfg.ConnsPerPeer
-		}
-	}
+	m := &mesh{t: t, full: make(chan struct{}), errs: make(map[int]error), need: len(cfg.Peers) * cfg.ConnsPerPeer}
 	sctx, cancel := context.WithCancel(ctx)
-	if cfg.Rank > 0 {
+	if cfg.accepts() {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -119,7 +162,10 @@ func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) 
 	} else if l != nil {
 		_ = l.Close()
 	}
-	for p := cfg.Rank + 1; p < cfg.Size; p++ {
+	for _, p := range cfg.Peers {
+		if p < cfg.Rank {
+			continue
+		}
 		for i := range cfg.ConnsPerPeer {
 			m.wg.Add(1)
 			go func() {
@@ -145,9 +191,6 @@ func (l *Listener) Connect(ctx context.Context, cfg Config) (*Transport, error) 
 		}
 		t.closeLinks()
 		return nil, fmt.Errorf("tcp: rank %d: connect: %w; not connected: %s", cfg.Rank, cerr, missing)
-	}
-	if err := t.start(); err != nil {
-		return nil, err
 	}
 	return t, nil
 }
@@ -578,7 +621,7 @@ func (t *Transport) acceptHandshake(nc net.Conn, m *mesh) (p, i, maxFrame, windo
 		ch.Status, why = stVersion, fmt.Errorf("version %d", hello.Version)
 	case hello.Group != t.cfg.Group:
 		ch.Status, why = stGroup, fmt.Errorf("group %d (a rank of another run?)", hello.Group)
-	case hello.To != uint32(t.rank) || hello.From >= uint32(t.rank):
+	case hello.To != uint32(t.rank) || hello.From >= uint32(t.rank) || t.links[hello.From] == nil:
 		ch.Status, why = stRank, fmt.Errorf("ranks %d->%d", hello.From, hello.To)
 	case hello.Size != uint32(t.size) || hello.Conns != uint16(t.cfg.ConnsPerPeer) || hello.Conn >= hello.Conns || !limitsOK(&hello):
 		ch.Status, why = stConfig, errors.New("configuration differs")

@@ -714,6 +714,10 @@ func TestConfigChecks(t *testing.T) {
 		func(c *Config) { c.MaxFrame = 100 },
 		func(c *Config) { c.ConnsPerPeer = 1000 },
 		func(c *Config) { c.PeerTimeout = time.Second; c.HeartbeatInterval = time.Second },
+		func(c *Config) { c.Peers = []int{0} },
+		func(c *Config) { c.Peers = []int{2} },
+		func(c *Config) { c.Peers = []int{1, 1} },
+		func(c *Config) { c.Peers = []int{} }, // Connect links every other rank
 	} {
 		c := good
 		bad(&c)

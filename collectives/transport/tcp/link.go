@@ -241,7 +241,7 @@ func (l *link) Wake(lane int) {
 func (l *link) Tick() int64 {
 	now := l.now()
 	heard := now
-	half := int64(l.cfg.HeartbeatInterval) / 2
+	half := int64(l.peer.HeartbeatInterval()) / 2
 	for _, c := range l.conns {
 		heard = min(heard, c.lastRead.Load())
 		if now-c.lastWrite.Load() >= half {

@@ -11,17 +11,18 @@ import (
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
-// Polling. A Recv that reads its connection itself (readFor) first polls
-// the socket with reads that do not wait, for a while, before it blocks in
-// the netpoller: a message that arrives while it polls is read at once,
+// Polling. An operation that reads its connection itself (conn.readUntil,
+// in the link's Wait) first polls the socket with reads that do not wait,
+// for a while, before it blocks in the netpoller: a message that arrives while it polls is read at once,
 // with no wake-up of a parked thread (the netpoller's, and the kernel's
 // wake-up of a sleeping reader, which the sender's write pays for on
 // loopback), which on small messages is most of their latency.
 //
 // Polling takes a processor: spin.PollBudget says where it is on (the
-// ranks of this host: Addrs with this rank's host) and spin.Adaptive
-// adapts each wait's budget (the same policy as the shm transport's). The
-// variable CHOREO_TCP_POLL (a duration; 0 turns polling off) sets the most.
+// ranks of this host: Addrs with this rank's host), which Connect gives
+// the Endpoint (msg.Config.Poll), whose spin.Adaptive adapts each wait's
+// budget (Peer.Poll). The variable CHOREO_TCP_POLL (a duration; 0 turns
+// polling off) sets the most.
 
 // envPoll is the variable that sets the polling budget.
 const envPoll = "CHOREO_TCP_POLL"

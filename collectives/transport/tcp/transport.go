@@ -50,22 +50,26 @@ func (t *Transport) Stats() Stats {
 // connections yet.
 func newTransport(cfg Config) *Transport {
 	t := &Transport{cfg: cfg, rank: cfg.Rank, size: cfg.Size, links: make([]*link, cfg.Size)}
-	for r := range cfg.Size {
-		if r != cfg.Rank {
-			t.links[r] = newLink(&t.cfg, r)
-		}
+	for _, r := range cfg.Peers {
+		t.links[r] = newLink(&t.cfg, r)
 	}
 	return t
 }
 
-// start builds the Endpoint over the links once every connection is up.
-func (t *Transport) start() error {
+// msgLinks are the links, by rank.
+func (t *Transport) msgLinks() []msg.Link {
 	links := make([]msg.Link, t.size)
 	for r, l := range t.links {
 		if l != nil {
 			links[r] = l
 		}
 	}
+	return links
+}
+
+// start builds the Endpoint over the links once every connection is up.
+func (t *Transport) start() error {
+	links := t.msgLinks()
 	ep, err := msg.New(msg.Config{Rank: t.rank, Size: t.size, Name: "tcp", MaxBuffered: t.cfg.MaxBuffered,
 		PeerTimeout: t.cfg.PeerTimeout, HeartbeatInterval: t.cfg.HeartbeatInterval, Poll: pollBudget(t.cfg)}, links)
 	if err != nil {
