@@ -5,13 +5,19 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // helperEnv makes the test binary a helper process on a host instead of
@@ -33,6 +39,13 @@ func TestMain(m *testing.M) {
 }
 
 func helper(args []string) error {
+	if len(args) > 0 && args[0] == "harness" { // the harness itself, as go run would start it
+		cfg, err := parseConfig(args[1:])
+		if err != nil {
+			return err
+		}
+		os.Exit(run(cfg, newLogger()))
+	}
 	name, _ := os.Hostname()
 	fmt.Println("host", name)
 	switch {
@@ -203,6 +216,68 @@ func TestNetworkSetupFailureDeletesAll(t *testing.T) {
 	}
 }
 
+// madeLine matches the harness's log line that lists the namespaces it
+// made, and takes their run's prefix.
+var madeLine = regexp.MustCompile(`hosts made.*"(choreo-hosts-[0-9a-f]+-)hub"`)
+
+// TestInterruptDeletesHosts starts the harness as a process, with a
+// stand-in for the demo that only records its pid and sleeps, interrupts
+// it (SIGINT, as Ctrl-C) once every rank runs, and checks that it exits
+// 130 having killed every rank and deleted every namespace it made.
+func TestInterruptDeletesHosts(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	demo := filepath.Join(dir, "demo")
+	script := "#!/bin/sh\necho $$ >" + dir + "/rank.$CHOREO_RANK.pid\nexec sleep 120\n"
+	if err := os.WriteFile(demo, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, err := startProc("harness", []string{os.Args[0]}, []string{helperEnv + "=harness -demo " + demo + " -only bench -transports tcp -logs " + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.signal(syscall.SIGKILL) }()
+	made, ok := h.await(60*time.Second, madeLine.MatchString)
+	if !ok {
+		t.Fatalf("no namespaces made: %s", h.lastLine(300))
+	}
+	prefix := madeLine.FindStringSubmatch(made.text)[1]
+	var pids []int
+	for deadline := time.Now().Add(30 * time.Second); len(pids) < 4; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 4 ranks started: %s", len(pids), h.lastLine(300))
+		}
+		pids = pids[:0]
+		for r := range 4 {
+			if b, err := os.ReadFile(filepath.Join(dir, "rank."+strconv.Itoa(r)+".pid")); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+	}
+	if got := ourNamespaces(t, prefix); len(got) != 3 {
+		t.Fatalf("namespaces %q while the ranks run, want the hub and 2 hosts", got)
+	}
+	if err := syscall.Kill(h.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if !h.wait(60 * time.Second) {
+		t.Fatal("the harness did not exit within 60 s of SIGINT")
+	}
+	if _, code, _ := h.exited(); code != exitStopped {
+		t.Errorf("exit %d, want %d: %s", code, exitStopped, h.lastLine(300))
+	}
+	if left := ourNamespaces(t, prefix); len(left) > 0 {
+		t.Errorf("left behind: %q", left)
+	}
+	for r, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("rank %d (pid %d) still runs", r, pid)
+		}
+	}
+}
+
 // TestHarnessTwoHosts runs the whole harness, as `go run ./bench/hosts`
 // would, on 2 hosts of 1 rank each (it builds the demo: only with
 // CHOREO_TEST_FULL set, as CI runs): every experiment must pass, and no
@@ -212,16 +287,26 @@ func TestHarnessTwoHosts(t *testing.T) {
 	if v := os.Getenv("CHOREO_TEST_FULL"); v == "" || v == "0" || v == "false" { // testenv.FullEnv
 		t.Skip("builds the demo and runs groups across hosts; CHOREO_TEST_FULL=1 runs it")
 	}
-	before := ourNamespaces(t, nsPrefix)
 	cfg, err := parseConfig([]string{"-ranks", "1", "-rates", "1gbit", "-transports", "auto", "-sizes", "1MiB",
 		"-kill-tries", "2", "-kill-size", "4MiB", "-logs", t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code := run(cfg, zaptest.NewLogger(t).Sugar()); code != exitOK {
+	core, logs := observer.New(zapcore.InfoLevel)
+	if code := run(cfg, zap.New(core).Sugar()); code != exitOK {
 		t.Errorf("exit %d, want %d", code, exitOK)
 	}
-	if left := ourNamespaces(t, nsPrefix); len(left) != len(before) {
-		t.Errorf("namespaces before %q, after %q", before, left)
+	made := logs.FilterMessage("hosts made").All()
+	if len(made) != 1 {
+		t.Fatalf("%d 'hosts made' lines, want 1", len(made))
+	}
+	names, _ := made[0].ContextMap()["namespaces"].([]interface{})
+	if len(names) != 3 {
+		t.Fatalf("namespaces made: %v", made[0].ContextMap())
+	}
+	for _, n := range names {
+		if slices.Contains(ourNamespaces(t, nsPrefix), n.(string)) {
+			t.Errorf("left behind: %s", n)
+		}
 	}
 }
