@@ -20,8 +20,8 @@ type Link struct {
 	Extra       io.Closer
 }
 
-// close closes the link's connection and what Setup made for it.
-func (l *Link) close() error {
+// Close closes the link's connection and what Config.Setup made for it.
+func (l *Link) Close() error {
 	var err error
 	if l.Conn != nil {
 		err = l.Conn.Close()
@@ -49,7 +49,7 @@ func (m *Mesh) Close() error {
 	var err error
 	for _, ls := range m.Links {
 		for i := range ls {
-			err = errors.Join(err, ls[i].close())
+			err = errors.Join(err, ls[i].Close())
 		}
 	}
 	return err

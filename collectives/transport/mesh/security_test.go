@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -81,6 +82,11 @@ func TestHandshakeRefusals(t *testing.T) {
 			refused = append(refused, err)
 			mu.Unlock()
 		}
+		var setups atomic.Int64 // Setup runs only once both sides proved the secret
+		cfgs[2].Setup = func(context.Context, *Link) error {
+			setups.Add(1)
+			return nil
+		}
 		cfgs[2].CheckHello = func(_ int, h []byte) error {
 			if bytes.HasPrefix(h, []byte("rank ")) {
 				return nil
@@ -115,6 +121,9 @@ func TestHandshakeRefusals(t *testing.T) {
 		mu.Lock()
 		checkRefused(t, strangers, refused)
 		mu.Unlock()
+		if n := setups.Load(); n != 0 {
+			t.Errorf("Setup ran %d times for strangers", n)
+		}
 
 		ms, errs, _ := connectAll(ctx, cfgs[:2])
 		defer closeMeshes(ms)
