@@ -102,112 +102,121 @@ func recordedHandshake(t *testing.T, addrs []string) []byte {
 	return rec.out
 }
 
-// A stranger, a wrong secret, a wrong group id (a rank of another run), a
-// replayed handshake, a wrong rank, garbage, a half hello and a silent
-// client all reach a rank while it builds its mesh: each is refused, and
-// the mesh and its collectives are unaffected. Once built, the ranks'
-// ports are closed.
-func TestHandshakeRefusals(t *testing.T) {
-	const n = 3
-	ls, addrs := listeners(t, n)
-	replay := recordedHandshake(t, addrs)
+// hsRig is a group of n ranks whose rank 2 builds its mesh while the test
+// knocks at its door as strangers: everything refused is recorded.
+type hsRig struct {
+	n      int
+	ls     []*Listener
+	addrs  []string
+	replay []byte // a genuine dialer's hello and proof, recorded
 
-	var refusedMu sync.Mutex
-	var refused []string
-	var count atomic.Int64
-	cfgOf := func(r int) Config {
-		return Config{Rank: r, Size: n, Group: 77, Addrs: addrs, Secret: testSecret,
-			ConnsPerPeer: 1, HandshakeTimeout: 500 * time.Millisecond,
-			OnRefused: func(err error) {
-				refusedMu.Lock()
-				refused = append(refused, err.Error())
-				refusedMu.Unlock()
-				count.Add(1)
-			}}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ts := make([]*Transport, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := func(r int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ts[r], errs[r] = ls[r].Connect(ctx, cfgOf(r))
-		}()
-	}
-	start(2) // accepts from ranks 0 and 1, who come later
+	mu      sync.Mutex
+	refused []string
+	count   atomic.Int64
+}
 
-	dialHS := func(mut func(*Config)) error {
-		cfg := cfgOf(0)
-		mut(&cfg)
-		c, err := cfg.normalize()
-		if err != nil {
-			return err
-		}
-		nc, err := net.Dial("tcp", addrs[2])
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
+func (g *hsRig) cfgOf(r int) Config {
+	return Config{Rank: r, Size: g.n, Group: 77, Addrs: g.addrs, Secret: testSecret,
+		ConnsPerPeer: 1, HandshakeTimeout: 500 * time.Millisecond,
+		OnRefused: func(err error) {
+			g.mu.Lock()
+			g.refused = append(g.refused, err.Error())
+			g.mu.Unlock()
+			g.count.Add(1)
+		}}
+}
+
+// dial connects to rank 2 for at most 5 s.
+func (g *hsRig) dial() (net.Conn, error) {
+	nc, err := net.Dial("tcp", g.addrs[2])
+	if err == nil {
 		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-		_, _, err = newTransport(c).dialHandshake(nc, 2, 0)
+	}
+	return nc, err
+}
+
+// dialHS runs a genuine dialer's handshake with rank 0's configuration
+// changed by mut.
+func (g *hsRig) dialHS(mut func(*Config)) error {
+	cfg := g.cfgOf(0)
+	mut(&cfg)
+	c, err := cfg.normalize()
+	if err != nil {
 		return err
 	}
-	raw := func(b []byte) (got []byte, err error) {
-		nc, err := net.Dial("tcp", addrs[2])
-		if err != nil {
-			return nil, err
-		}
-		defer nc.Close()
-		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := nc.Write(b); err != nil {
-			return nil, err
-		}
-		return io.ReadAll(nc)
+	nc, err := g.dial()
+	if err != nil {
+		return err
 	}
+	defer nc.Close()
+	_, _, err = newTransport(c).dialHandshake(nc, 2, 0)
+	return err
+}
+
+// raw writes b and reads what comes back until the acceptor closes.
+func (g *hsRig) raw(b []byte) ([]byte, error) {
+	nc, err := g.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	if _, err := nc.Write(b); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(nc)
+}
+
+// replayed plays the recorded handshake again.
+func (g *hsRig) replayed() error {
+	nc, err := g.dial()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if _, err := nc.Write(g.replay[:hsSize]); err != nil {
+		return err
+	}
+	if _, _, err := readHS(nc, hsChallenge); err != nil {
+		return err
+	}
+	if _, err := nc.Write(g.replay[hsSize:]); err != nil {
+		return err
+	}
+	v, _, err := readHS(nc, hsVerdict)
+	if err != nil {
+		return err
+	}
+	if v.Status != stOK {
+		return refusal(v.Status)
+	}
+	return nil
+}
+
+// stranger is one kind of connection rank 2 must refuse: run knocks,
+// check judges what run saw.
+type stranger struct {
+	name  string
+	run   func() error
+	check func(error) bool
+}
+
+// refusedFor is a check that the refusal names status st.
+func refusedFor(st uint8) func(error) bool {
+	return func(err error) bool { return err != nil && strings.Contains(err.Error(), statusText[st]) }
+}
+
+// speakers are strangers who speak the handshake, wrongly.
+func (g *hsRig) speakers() []stranger {
 	other := bytes.Repeat([]byte{0x5a}, 32)
-	strangers := []struct {
-		name  string
-		run   func() error
-		check func(error) bool
-	}{
-		{"wrong secret", func() error { return dialHS(func(c *Config) { c.Secret = other }) },
-			func(err error) bool { return err != nil && strings.Contains(err.Error(), statusText[stMAC]) }},
-		{"wrong group", func() error { return dialHS(func(c *Config) { c.Group = 76 }) },
-			func(err error) bool { return err != nil && strings.Contains(err.Error(), statusText[stGroup]) }},
-		{"wrong conns", func() error { return dialHS(func(c *Config) { c.ConnsPerPeer = 2 }) },
-			func(err error) bool { return err != nil && strings.Contains(err.Error(), statusText[stConfig]) }},
-		{"replay", func() error {
-			nc, err := net.Dial("tcp", addrs[2])
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-			if _, err := nc.Write(replay[:hsSize]); err != nil {
-				return err
-			}
-			if _, _, err := readHS(nc, hsChallenge); err != nil {
-				return err
-			}
-			if _, err := nc.Write(replay[hsSize:]); err != nil {
-				return err
-			}
-			v, _, err := readHS(nc, hsVerdict)
-			if err != nil {
-				return err
-			}
-			if v.Status != stOK {
-				return refusal(v.Status)
-			}
-			return nil
-		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), statusText[stMAC]) }},
+	return []stranger{
+		{"wrong secret", func() error { return g.dialHS(func(c *Config) { c.Secret = other }) }, refusedFor(stMAC)},
+		{"wrong group", func() error { return g.dialHS(func(c *Config) { c.Group = 76 }) }, refusedFor(stGroup)},
+		{"wrong conns", func() error { return g.dialHS(func(c *Config) { c.ConnsPerPeer = 2 }) }, refusedFor(stConfig)},
+		{"replay", g.replayed, refusedFor(stMAC)},
 		{"wrong rank", func() error {
-			h := hsMsg{Version: protoVersion, Kind: hsHello, Group: 77, From: 2, To: 2, Size: n, Conns: 1,
+			h := hsMsg{Version: protoVersion, Kind: hsHello, Group: 77, From: 2, To: 2, Size: uint32(g.n), Conns: 1,
 				MaxFrame: DefaultMaxFrame, Window: DefaultMaxBuffered}
-			got, err := raw(h.encode())
+			got, err := g.raw(h.encode())
 			if err != nil {
 				return err
 			}
@@ -216,17 +225,23 @@ func TestHandshakeRefusals(t *testing.T) {
 				return err
 			}
 			return refusal(ch.Status)
-		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), statusText[stRank]) }},
+		}, refusedFor(stRank)},
+	}
+}
+
+// mutes are strangers who do not speak the handshake.
+func (g *hsRig) mutes() []stranger {
+	return []stranger{
 		{"garbage", func() error {
-			got, err := raw(bytes.Repeat([]byte("GET / HTTP/1.1\r\n"), 8))
+			got, err := g.raw(bytes.Repeat([]byte("GET / HTTP/1.1\r\n"), 8))
 			if err == nil && len(got) > 0 {
 				return errors.New("garbage got an answer")
 			}
 			return errors.New("closed")
 		}, func(err error) bool { return err.Error() == "closed" }},
 		{"half hello", func() error {
-			h := hsMsg{Version: protoVersion, Kind: hsHello, Group: 77, To: 2, Size: n, Conns: 1}
-			nc, err := net.Dial("tcp", addrs[2])
+			h := hsMsg{Version: protoVersion, Kind: hsHello, Group: 77, To: 2, Size: uint32(g.n), Conns: 1}
+			nc, err := net.Dial("tcp", g.addrs[2])
 			if err != nil {
 				return err
 			}
@@ -234,12 +249,11 @@ func TestHandshakeRefusals(t *testing.T) {
 			return nc.Close()
 		}, func(err error) bool { return err == nil }},
 		{"silent", func() error {
-			nc, err := net.Dial("tcp", addrs[2])
+			nc, err := g.dial()
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 			got, _ := io.ReadAll(nc) // the acceptor gives up after HandshakeTimeout
 			if len(got) > 0 {
 				return errors.New("silent client got an answer")
@@ -247,24 +261,48 @@ func TestHandshakeRefusals(t *testing.T) {
 			return nil
 		}, func(err error) bool { return err == nil }},
 	}
+}
+
+// A stranger, a wrong secret, a wrong group id (a rank of another run), a
+// replayed handshake, a wrong rank, garbage, a half hello and a silent
+// client all reach a rank while it builds its mesh: each is refused, and
+// the mesh and its collectives are unaffected. Once built, the ranks'
+// ports are closed.
+func TestHandshakeRefusals(t *testing.T) {
+	g := &hsRig{n: 3}
+	g.ls, g.addrs = listeners(t, g.n)
+	g.replay = recordedHandshake(t, g.addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ts := make([]*Transport, g.n)
+	errs := make([]error, g.n)
+	var wg sync.WaitGroup
+	start := func(r int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts[r], errs[r] = g.ls[r].Connect(ctx, g.cfgOf(r))
+		}()
+	}
+	start(2) // accepts from ranks 0 and 1, who come later
+	strangers := append(g.speakers(), g.mutes()...)
 	for _, s := range strangers {
 		if err := s.run(); !s.check(err) {
 			t.Errorf("%s: %v", s.name, err)
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for count.Load() < int64(len(strangers)) && time.Now().Before(deadline) {
+	for g.count.Load() < int64(len(strangers)) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	refusedMu.Lock()
-	for _, r := range refused {
+	g.mu.Lock()
+	for _, r := range g.refused {
 		t.Log(r)
 	}
-	if len(refused) != len(strangers) {
-		t.Errorf("refused %d connections, want %d: %q", len(refused), len(strangers), refused)
+	if len(g.refused) != len(strangers) {
+		t.Errorf("refused %d connections, want %d: %q", len(g.refused), len(strangers), g.refused)
 	}
-	refusedMu.Unlock()
-
+	g.mu.Unlock()
 	start(0)
 	start(1)
 	wg.Wait()
@@ -273,19 +311,19 @@ func TestHandshakeRefusals(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	defer func() {
-		for _, tr := range ts {
-			_ = tr.Close()
-		}
-	}()
+	defer closeAll(ts)
 	if got := ts[2].Stats().Refused; got != uint64(len(strangers)) {
 		t.Errorf("Stats().Refused = %d, want %d", got, len(strangers))
 	}
 	if err := exchange(t, ts, 1, 1000); err != nil {
 		t.Fatal(err)
 	}
+	portsClosed(t, ts, g.addrs)
+}
 
-	// While collectives run, nobody new gets in: the ports are closed.
+// portsClosed checks that while collectives run, nobody new gets in: the
+// ranks' ports are closed.
+func portsClosed(t *testing.T, ts []*Transport, addrs []string) {
 	stop := make(chan struct{})
 	runErr := make(chan error, 1)
 	go func() {
@@ -302,7 +340,7 @@ func TestHandshakeRefusals(t *testing.T) {
 		runErr <- err
 	}()
 	for range 20 {
-		for r := range n {
+		for r := range addrs {
 			if nc, err := net.DialTimeout("tcp", addrs[r], time.Second); err == nil {
 				_, _ = nc.Write(bytes.Repeat([]byte{0xff}, 200))
 				_ = nc.Close()
