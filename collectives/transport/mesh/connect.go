@@ -33,7 +33,8 @@ var aLongTimeAgo = time.Unix(1, 0)
 //
 // The listener is closed when Connect returns: a group's mesh is built
 // once. ctx bounds the whole; on failure every connection is closed and
-// the error names the peers still missing, each with its last failure.
+// the error names the peers still missing, each with its last failure,
+// and wraps ctx's error and those failures.
 func Connect(ctx context.Context, cfg Config) (*Mesh, error) {
 	c, err := cfg.normalize()
 	if err != nil {
@@ -71,13 +72,13 @@ func Connect(ctx context.Context, cfg Config) (*Mesh, error) {
 	b.wg.Wait()
 	b.report.flush()
 	m := &Mesh{Links: b.links, Refused: b.report.refused.Load()}
-	if missing := b.missing(); missing != "" {
+	if missing, why := b.missing(); missing != "" {
 		cerr := transport.CtxError(ctx)
 		if cerr == nil {
 			cerr = errors.New("incomplete")
 		}
 		_ = m.Close()
-		return nil, fmt.Errorf("%s: connect: %w; not connected: %s", b.report.prefix, cerr, missing)
+		return nil, fmt.Errorf("%s: connect: %w; not connected: "+missing, append([]any{b.report.prefix, cerr}, why...)...)
 	}
 	return m, nil
 }
@@ -171,11 +172,13 @@ func (b *builder) noteErr(p int, err error) {
 }
 
 // missing names the peers without all their links, with their last
-// failures.
-func (b *builder) missing() string {
+// failures: a format ("rank 2 (%w), rank 3") and its arguments, so that
+// Connect's error wraps each failure.
+func (b *builder) missing() (string, []any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []string
+	var why []any
 	for _, p := range b.cfg.Peers {
 		up := 0
 		for _, l := range b.links[p] {
@@ -188,11 +191,12 @@ func (b *builder) missing() string {
 		}
 		s := fmt.Sprintf("rank %d", p)
 		if e := b.errs[p]; e != nil {
-			s += " (" + e.Error() + ")"
+			s += " (%w)"
+			why = append(why, e)
 		}
 		out = append(out, s)
 	}
-	return strings.Join(out, ", ")
+	return strings.Join(out, ", "), why
 }
 
 // settle runs Config.Setup on an authenticated link, under ctx (the
