@@ -209,10 +209,13 @@ func (l *link) downErr() error {
 	return l.err
 }
 
-// signal wakes every goroutine waiting on its channel at once.
+// signal wakes every goroutine waiting on its channel at once. A waiter
+// takes the channel (C) before it looks at what it waits for; whoever
+// changes that fires after the change: one of the two sees the other.
 type signal struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu    sync.Mutex
+	ch    chan struct{}
+	taken atomic.Bool // someone may wait on ch
 }
 
 // C returns the channel the next fire closes.
@@ -222,15 +225,20 @@ func (s *signal) C() <-chan struct{} {
 	if s.ch == nil {
 		s.ch = make(chan struct{})
 	}
+	s.taken.Store(true)
 	return s.ch
 }
 
 // fire wakes the goroutines waiting on C.
 func (s *signal) fire() {
+	if !s.taken.Load() {
+		return
+	}
 	s.mu.Lock()
 	if s.ch != nil {
 		close(s.ch)
 		s.ch = nil
 	}
+	s.taken.Store(false)
 	s.mu.Unlock()
 }

@@ -36,15 +36,21 @@ func (l *link) Wait(ctx context.Context, _ int, ready func() bool) {
 		return
 	}
 	l.Hold(0)
-	defer l.Release(0, false)
 	l.waits.Add(1)
-	defer l.waits.Add(-1)
 	start := time.Now()
-	defer func() { l.peer.Poll().Waited(time.Since(start)) }()
 	wakes := l.wakes.Load()
-	if l.poll(ready) {
-		return
+	if !l.poll(ready) {
+		l.park(ctx, ready, wakes)
 	}
+	l.peer.Poll().Waited(time.Since(start))
+	l.waits.Add(-1)
+	l.Release(0, false)
+}
+
+// park is Wait after its poll: it waits for the lane to be read, for
+// Wake (wakes is the count of Wake calls when Wait began) or for ctx, and
+// reads the lane itself on a timer.
+func (l *link) park(ctx context.Context, ready func() bool, wakes int64) {
 	rc := recheck{l: l}
 	defer rc.stop()
 	for {
