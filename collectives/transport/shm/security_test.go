@@ -38,6 +38,38 @@ func TestHandshakeRefusals(t *testing.T) {
 		defer close(connected)
 		t0, err0 = Connect(ctx, cfgOf(0))
 	}()
+	addr := refuseStrangers(t, ctx, run, cfgOf)
+
+	t1, err := Connect(ctx, cfgOf(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer t1.Close()
+	<-connected
+	if err0 != nil {
+		t.Fatal(err0)
+	}
+	defer t0.Close()
+	mu.Lock()
+	if len(refused) != 4 || t0.Stats().Refused != 4 {
+		t.Errorf("refused %d (stats %d), want 4: %q", len(refused), t0.Stats().Refused, refused)
+	}
+	mu.Unlock()
+	sent := make(chan error, 1)
+	go func() { sent <- t1.Send(ctx, 0, transport.Tag{Group: 1}, []byte{42}) }()
+	got := make([]byte, 1)
+	if err := t0.Recv(ctx, 1, transport.Tag{Group: 1}, got); err != nil || got[0] != 42 || <-sent != nil {
+		t.Fatalf("after the refusals: %v %v", err, got)
+	}
+	if _, err := net.DialUnix(network, nil, addr); err == nil {
+		t.Error("the rendezvous name still answers after Connect")
+	}
+}
+
+// refuseStrangers dials rank 0 of run as strangers (a wrong secret, a
+// wrong group, garbage, silence), checks that each is turned away with
+// no region made, and returns rank 0's rendezvous address.
+func refuseStrangers(t *testing.T, ctx context.Context, run string, cfgOf func(int) Config) *net.UnixAddr {
 	addr := &net.UnixAddr{Name: sockName(run, 77, 0), Net: network}
 	dial := func() *net.UnixConn {
 		for {
@@ -87,31 +119,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	if got := regions(); got != before {
 		t.Errorf("%d regions mapped after the refusals, %d before", got, before)
 	}
-
-	t1, err := Connect(ctx, cfgOf(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer t1.Close()
-	<-connected
-	if err0 != nil {
-		t.Fatal(err0)
-	}
-	defer t0.Close()
-	mu.Lock()
-	if len(refused) != 4 || t0.Stats().Refused != 4 {
-		t.Errorf("refused %d (stats %d), want 4: %q", len(refused), t0.Stats().Refused, refused)
-	}
-	mu.Unlock()
-	sent := make(chan error, 1)
-	go func() { sent <- t1.Send(ctx, 0, transport.Tag{Group: 1}, []byte{42}) }()
-	got := make([]byte, 1)
-	if err := t0.Recv(ctx, 1, transport.Tag{Group: 1}, got); err != nil || got[0] != 42 || <-sent != nil {
-		t.Fatalf("after the refusals: %v %v", err, got)
-	}
-	if _, err := net.DialUnix(network, nil, addr); err == nil {
-		t.Error("the rendezvous name still answers after Connect")
-	}
+	return addr
 }
 
 // Configurations that cannot work are refused before anything is made.
