@@ -21,11 +21,17 @@ import (
 // message of one level meets a receive of another.
 
 // Step offsets of the levels: a level's own steps (stepData + the ring's or
-// the tree's) are added to its offset, below transport.MaxStep.
+// the tree's, below hierRowStep) are added to its offset, and a level that
+// runs one ring per host at once (rowRings) adds hierRowStep per host;
+// all below transport.MaxStep.
 const (
-	hierStepIntra1 = 1 << 12 // the first level inside each host
-	hierStepCross  = 2 << 12 // the level across hosts
-	hierStepIntra2 = 3 << 12 // the second level inside each host
+	hierStepIntra1 = 1 << 16 // the first level inside each host
+	hierStepCross  = 2 << 16 // the level across hosts
+	hierStepIntra2 = 3 << 16 // the second level inside each host
+	hierRowStep    = 1 << 8
+	// maxHierHosts bounds the hosts of an all-gather or reduce-scatter in
+	// levels: their rings per host must fit between two levels' offsets.
+	maxHierHosts = hierStepIntra1 / hierRowStep
 )
 
 // hierFits reports whether the group's topology allows the hierarchical
@@ -34,6 +40,7 @@ const (
 // reduce-scatter also need the same number of ranks on every host (their
 // cross-host rings join the ranks of equal local index), broadcast does
 // not (its cross-host tree joins the root and the other hosts' leaders).
+// All-gather and reduce-scatter also need at most maxHierHosts hosts.
 // Other collectives stay flat.
 func (c *coll) hierFits() bool {
 	t := c.o.Topology
@@ -43,10 +50,27 @@ func (c *coll) hierFits() bool {
 	switch c.d.Kind {
 	case KindBroadcast:
 		return true
-	case KindAllReduce, KindAllGather, KindReduceScatter:
+	case KindAllReduce:
 		return t.Even() > 0
+	case KindAllGather, KindReduceScatter:
+		return t.Even() > 0 && t.Hosts() <= maxHierHosts
 	}
 	return false
+}
+
+// rowRings runs one ring inside this rank's host for each of the m hosts
+// at once (ring hh on steps off + hh*hierRowStep), spec(hh) being host
+// hh's: the level of all-gather and reduce-scatter inside each host, where
+// the block of local rank q in ring hh is the block of host hh's rank q,
+// contiguous in the caller's buffers. The first failure stops them all.
+func (c *coll) rowRings(host []int, j int, off uint32, m int, spec func(hh int) ringSpec) error {
+	g := newTasks(c.ctx)
+	for hh := range m {
+		s := c.sub(host, j, off+uint32(hh)*hierRowStep, c.d.Count)
+		s.ctx = g.ctx
+		g.goDo(func() error { return s.ring(spec(hh)) })
+	}
+	return g.wait()
 }
 
 // sub is a sub-collective of c over ranks (c's ranks, in the level's

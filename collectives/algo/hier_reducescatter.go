@@ -4,14 +4,15 @@ import "github.com/choreo-gpu/choreo/gpu"
 
 // hierReduceScatter reduces every rank's in and leaves block Rank of the
 // result (BlockRange of Count over the group) in out, in two levels over
-// the Topology's L ranks per host and m hosts, on a copy of in in column
-// order (the blocks of the ranks of local index 0 in host order, then
-// those of local index 1, ...), where both levels' blocks are contiguous:
+// the Topology's L ranks per host and m hosts, through a work buffer laid
+// out as in:
 //
-//  1. inside each host, a ring reduce-scatter over the host's ranks leaves
-//     the host's reduction of column j on the rank of local index j;
+//  1. inside each host, one ring reduce-scatter per host hh at once,
+//     whose block q is the final block of host hh's rank q: local rank j
+//     ends with its host's reduction of the blocks of every rank of local
+//     index j;
 //  2. the ranks of local index j on every host, a cross-host ring of m,
-//     reduce-scatter column j, each keeping its own block (each host sends
+//     reduce-scatter those blocks, each keeping its own (each host sends
 //     (m-1)/m of the vector across once, shared by its L ranks).
 //
 // Order of reduction: over the host's ranks first, then over the host
@@ -30,32 +31,31 @@ func (c *coll) hierReduceScatter(in, out []byte) error {
 		in, res, dt = widen(dt, in), make([]byte, len(out)*2), gpu.Float32
 	}
 	es := dt.Size()
-	lay := newColumns(t, c.d.Count)
-	cols := getScratch(len(in))
-	defer putScratch(cols)
-	for r := range c.n {
+	work := getScratch(len(in))
+	defer putScratch(work)
+	block := func(buf []byte, r int) []byte {
 		lo, hi := BlockRange(c.d.Count, c.n, r)
-		copy(cols[lay.at[r]*es:], in[lo*es:hi*es])
+		return buf[lo*es : hi*es]
 	}
 	chunk := max(es, c.o.ChunkBytes/es*es)
-	col := func(q int) []byte { return cols[lay.col[q]*es : lay.col[q+1]*es] }
-	intra := c.sub(host, j, hierStepIntra1, lay.col[j+1]-lay.col[j])
-	err := intra.ring(ringSpec{dt: dt, op: c.d.Op, chunk: chunk, g0: 0, g1: l - 1, in: col, acc: col})
+	err := c.rowRings(host, j, hierStepIntra1, m, func(hh int) ringSpec {
+		row := t.Ranks(hh)
+		return ringSpec{dt: dt, op: c.d.Op, chunk: chunk, g0: 0, g1: l - 1,
+			in:  func(q int) []byte { return block(in, row[q]) },
+			acc: func(q int) []byte { return block(work, row[q]) }}
+	})
 	if err != nil {
 		return err
 	}
-	block := func(b int) []byte {
-		r := t.Ranks(b)[j]
-		lo, hi := BlockRange(c.d.Count, c.n, r)
-		return cols[lay.at[r]*es : (lay.at[r]+hi-lo)*es]
-	}
-	cross := c.sub(t.Column(j), h, hierStepCross, lay.col[j+1]-lay.col[j])
-	err = cross.ring(ringSpec{dt: dt, op: c.d.Op, chunk: chunk, g0: 0, g1: m - 1, in: block,
+	col := t.Column(j)
+	cross := c.sub(col, h, hierStepCross, c.d.Count)
+	err = cross.ring(ringSpec{dt: dt, op: c.d.Op, chunk: chunk, g0: 0, g1: m - 1,
+		in: func(b int) []byte { return block(work, col[b]) },
 		acc: func(b int) []byte {
 			if b == h {
 				return res
 			}
-			return block(b)
+			return block(work, col[b])
 		}})
 	if err != nil {
 		return err
@@ -64,29 +64,4 @@ func (c *coll) hierReduceScatter(in, out []byte) error {
 		narrow(c.d.DType, out, res)
 	}
 	return nil
-}
-
-// columns lays out count elements split over the ranks by BlockRange in
-// column order: the blocks of the ranks of local index 0 in host order,
-// then those of local index 1, and so on. at[r] is where rank r's block
-// starts, col[q] where column q starts (col[L] is count); elements.
-type columns struct {
-	at, col []int
-}
-
-func newColumns(t *Topology, count int) columns {
-	n, l := t.Size(), len(t.Ranks(0))
-	lay := columns{at: make([]int, n), col: make([]int, l+1)}
-	off := 0
-	for q := range l {
-		lay.col[q] = off
-		for hh := range t.Hosts() {
-			r := t.Ranks(hh)[q]
-			lay.at[r] = off
-			lo, hi := BlockRange(count, n, r)
-			off += hi - lo
-		}
-	}
-	lay.col[l] = off
-	return lay
 }
