@@ -20,8 +20,9 @@ const maxRTS = ctlEntries / 2
 // rank produces into (out) and the one it consumes (in), the pair's
 // socket for what must not wait for ring space, and a pump goroutine that
 // reads both while operations wait (see pump.go) or a waiting operation
-// that reads the lane itself (see poll.go). It implements msg.SingleCopy
-// where the host lets this process read its peer's memory (see cma.go).
+// that reads the lane itself (see poll.go). It is a msg.SingleCopy, and
+// hands an offer's address on to the Peer only where the host lets this
+// process read its peer's memory (see cma.go).
 //
 // The region is touched only between enter and leave (a read lock on
 // live that fails once the link is down); fail unmaps it under the write
@@ -29,9 +30,11 @@ const maxRTS = ctlEntries / 2
 // fail, and fail reports the loss only once the region is gone.
 //
 // Locks, in the order they nest: live, cons (the consumer side of in:
-// held by the pump or a polling call while it consumes), wmu (the
-// producer side of out: one slot is filled at a time), cmu (the producer
-// side of out's control ring).
+// held by the pump or a polling call while it consumes, and so while it
+// calls the Peer), wmu (the producer side of out: one slot is filled at a
+// time), cmu (the producer side of out's control ring). The Peer may call
+// the control methods (Answer, Consumed, Hold, Release, Wake) holding its
+// own lock: they take none of live's write side, cons or wmu.
 type link struct {
 	t    *Transport // its Config
 	rank int        // the peer's
