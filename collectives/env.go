@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // JoinConfig says how this process finds the other ranks of its group.
@@ -40,12 +41,21 @@ type JoinConfig struct {
 	// Timeout bounds the whole of Join (rendezvous and connections).
 	// Default 60 s.
 	Timeout time.Duration
-	// Transport picks the data plane: "auto" or "" (shared memory when
-	// the roster puts every rank on this host, else TCP), "tcp" or "shm"
-	// (CHOREO_TRANSPORT). Every rank must pick alike: the roster carries
-	// each rank's, and where they differ every rank's Join fails with
-	// ErrMismatch naming them.
+	// Transport picks the data plane (CHOREO_TRANSPORT): "auto" or ""
+	// links each pair of ranks by the best carrier both have, shared
+	// memory ("shm") between ranks of one host and TCP ("tcp") between
+	// hosts; a carrier's name links every pair by it, and Join fails,
+	// naming the pair, where it cannot (shm across hosts). Ranks that
+	// leave it to auto follow a rank that names one; where ranks name
+	// different ones, every rank's Join fails with ErrMismatch naming
+	// them.
 	Transport string
+	// HostID is this rank's host identity (CHOREO_HOST_ID): ranks of one
+	// identity count as one host (shared memory links them, and the
+	// collectives' hierarchical algorithms group them). Empty: this
+	// machine's. Set it to make one machine act as several hosts (tests),
+	// or to keep ranks of one machine apart.
+	HostID string
 	// PeerTimeout is how long a peer may stay silent before it is lost,
 	// on the control and data planes alike (CHOREO_PEER_TIMEOUT, a Go
 	// duration such as 10s); WithPeerTimeout overrides it. Default
@@ -76,6 +86,7 @@ const (
 	EnvJoinTimeout = "CHOREO_JOIN_TIMEOUT"
 	EnvTransport   = "CHOREO_TRANSPORT"
 	EnvPeerTimeout = "CHOREO_PEER_TIMEOUT"
+	EnvHostID      = "CHOREO_HOST_ID"
 )
 
 // FromEnv reads this process's JoinConfig from the environment, trying
@@ -93,8 +104,8 @@ const (
 // MASTER_ADDR:MASTER_PORT, or else, when every rank runs on this host, at
 // 127.0.0.1 on a port derived from the job id. CHOREO_SECRET is always
 // needed (pass it on: `mpirun -x CHOREO_SECRET`); CHOREO_RUN,
-// CHOREO_JOIN_TIMEOUT, CHOREO_TRANSPORT and CHOREO_PEER_TIMEOUT are
-// optional. What cannot be read is left in Err, naming the variable.
+// CHOREO_JOIN_TIMEOUT, CHOREO_TRANSPORT, CHOREO_PEER_TIMEOUT and
+// CHOREO_HOST_ID are optional. What cannot be read is left in Err, naming the variable.
 func FromEnv() JoinConfig { return fromEnv(os.Getenv) }
 
 // fromEnv is FromEnv over any lookup.
@@ -214,11 +225,12 @@ func commonEnv(get func(string) string, c *JoinConfig) error {
 	if r := get(EnvRun); r != "" {
 		c.Run = r
 	}
-	switch c.Transport = get(EnvTransport); c.Transport {
-	case "", "auto", "tcp", "shm":
+	switch c.Transport = get(EnvTransport); {
+	case c.Transport == "" || c.Transport == msg.Auto || registered(c.Transport):
 	default:
-		return fmt.Errorf("%s %q: want auto, tcp or shm", EnvTransport, c.Transport)
+		return fmt.Errorf("%s %q: want auto or one of %v", EnvTransport, c.Transport, msg.Names())
 	}
+	c.HostID = strings.TrimSpace(get(EnvHostID))
 	var err error
 	if c.Timeout, err = envDuration(get, EnvJoinTimeout, c.Timeout, "90s"); err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,9 +12,11 @@ import (
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/collectives/cluster"
-	"github.com/choreo-gpu/choreo/collectives/transport"
-	"github.com/choreo-gpu/choreo/collectives/transport/shm"
-	"github.com/choreo-gpu/choreo/collectives/transport/tcp"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+	// The carriers a group links its pairs by: shared memory inside a
+	// host, TCP between hosts. Each registers itself with msg.
+	_ "github.com/choreo-gpu/choreo/collectives/transport/shm"
+	_ "github.com/choreo-gpu/choreo/collectives/transport/tcp"
 )
 
 // lossGrace is how long a peer the control plane reports gone has to let
@@ -34,9 +35,9 @@ const mismatchWait = 3 * time.Second
 // processes (on one host or several): it starts rt's control plane
 // (protoactor remoting, authenticated with cfg.Secret) unless rt already
 // has one, meets the other ranks at the rendezvous rank 0 hosts (see
-// JoinConfig), connects the data plane to every peer (shared memory when
-// every rank is on this host, TCP otherwise: JoinConfig.Transport), and
-// returns the Group. Every rank calls Join with the same Size, Secret and
+// JoinConfig), links the data plane to every peer (shared memory to the
+// ranks of its host, TCP to the others: JoinConfig.Transport), and returns
+// the Group. Every rank calls Join with the same Size, Secret and
 // Run.
 //
 // The whole is bounded by ctx and cfg.Timeout; a rendezvous that does not
@@ -44,11 +45,10 @@ const mismatchWait = 3 * time.Second
 // disagrees with rank 0 (world size, run, protocol version, a rank taken
 // twice) with ErrMismatch. Some failures come at once instead: a rank
 // whose secret differs from rank 0's fails within a second, its error
-// wrapping actors.ErrAuth ("authentication failed"); ranks whose
-// transports differ (each rank's choice resolved alike: auto is shm when
-// the roster puts every rank on one host and shared memory works here,
-// else tcp) all fail with ErrMismatch naming each rank's, as soon as the
-// roster arrives; a rank that dies after its hello and before the roster
+// wrapping actors.ErrAuth ("authentication failed"); ranks that
+// name different transports all fail with ErrMismatch naming each rank's,
+// and a transport named that cannot link some pair (shm across hosts)
+// with ErrBadArgument naming the pair, as soon as the roster arrives; a rank that dies after its hello and before the roster
 // is dropped from the rendezvous when its control connection ends (a new
 // process may take its rank), and one lost after the roster and before the
 // data plane is connected fails the others with ErrPeerLost naming it.
@@ -84,19 +84,19 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	host, _, _ := net.SplitHostPort(control)
-	ln, err := tcp.Listen(net.JoinHostPort(host, "0"))
+	carriers, err := prepareCarriers(host, cfg.asked())
 	if err != nil {
-		return nil, fmt.Errorf("%s: data plane: %w", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	node, err := cluster.Start(rt, cluster.Spec{Rank: cfg.Rank, Size: cfg.Size, Run: cfg.Run,
-		Coordinator: cfg.coordinator(), Data: ln.Addr(), Transport: cfg.asked()})
+		Coordinator: cfg.coordinator(), Data: carriers.addr(), Transport: cfg.asked(), Host: cfg.HostID})
 	if err != nil {
-		_ = ln.Close()
+		carriers.close()
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	roster, err := node.Rendezvous(ctx)
 	if err != nil {
-		_ = ln.Close()
+		carriers.close()
 		node.Close("rendezvous failed")
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -106,16 +106,16 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 	defer cancelConnect(nil)
 	peers := &peerWatch{cancel: cancelConnect, lost: make(chan struct{}, cfg.Size)}
 	node.Watch(roster, peers.report)
-	kind, err := resolveTransport(roster)
+	plan, err := planLinks(roster, cfg.Rank)
 	if err != nil {
-		_ = ln.Close()
+		carriers.close()
 		if cfg.Rank == 0 { // the others fail on the same roster: let it reach them
 			peers.awaitLost(cfg.Size-1, mismatchWait)
 		}
 		node.Close("transport mismatch")
 		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
 	}
-	t, err := cfg.connect(cctx, ln, roster, kind, peerTimeout)
+	t, err := cfg.connectDataPlane(cctx, carriers, roster, plan, peerTimeout)
 	node.StopProbes()
 	if err == nil {
 		err = peers.attach(t)
@@ -126,7 +126,11 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		node.Close("data plane failed")
 		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
 	}
-	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.processes = true })
+	hosts := make([]string, len(roster.Members))
+	for i, m := range roster.Members {
+		hosts[i] = m.Host
+	}
+	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.processes = true }, WithHosts(hosts))
 	g, err := New(rt, t, roster.Group, opts...)
 	if err != nil {
 		_ = t.Close()
@@ -139,7 +143,7 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	rt.Logger().Info("joined", zap.Int("rank", cfg.Rank), zap.Int("size", cfg.Size), zap.String("source", cfg.Source),
-		zap.String("transport", kind), zap.Duration("peer_timeout", peerTimeout),
+		zap.String("transport", plan.kinds), zap.Stringer("links", plan), zap.Duration("peer_timeout", peerTimeout),
 		zap.String("run", cfg.Run), zap.Uint64("group", roster.Group), zap.Strings("data", roster.DataAddrs()))
 	return g, nil
 }
@@ -210,68 +214,6 @@ func (w *peerWatch) awaitLost(n int, d time.Duration) {
 	}
 }
 
-// dataPlane is a transport a peer can be declared lost on.
-type dataPlane interface {
-	transport.Transport
-	LosePeer(rank int, cause error)
-}
-
-// resolveTransport is the data plane every rank of roster asked for, each
-// rank's choice resolved by one rule (auto, or none said: shm when the
-// roster puts every rank on this host and shared memory works here, else
-// tcp); ErrMismatch, naming each rank's, when they differ.
-func resolveTransport(roster cluster.Roster) (string, error) {
-	auto := "tcp"
-	if roster.OneHost() && shm.Supported() {
-		auto = "shm"
-	}
-	kinds := make([]string, len(roster.Members))
-	differ := false
-	for i, m := range roster.Members {
-		switch kinds[i] = m.Transport; kinds[i] {
-		case "", "auto":
-			kinds[i] = auto
-		case "tcp", "shm":
-		default:
-			return "", fmt.Errorf("%w: rank %d asks for transport %q (want auto, tcp or shm)", ErrBadArgument, m.Rank, m.Transport)
-		}
-		differ = differ || kinds[i] != kinds[0]
-	}
-	if !differ {
-		return kinds[0], nil
-	}
-	named := make([]string, len(kinds))
-	for i, k := range kinds {
-		named[i] = fmt.Sprintf("rank %d %s", i, k)
-		if asked := roster.Members[i].Transport; asked == "" || asked == "auto" {
-			named[i] += " (auto)"
-		}
-	}
-	return "", fmt.Errorf("%w: the ranks' data plane transports differ: %s", ErrMismatch, strings.Join(named, ", "))
-}
-
-// connect builds the data plane kind (resolveTransport's) with the peer
-// timeout pt. It closes ln when it is not used.
-func (c JoinConfig) connect(ctx context.Context, ln *tcp.Listener, roster cluster.Roster, kind string, pt time.Duration) (dataPlane, error) {
-	if kind == "shm" {
-		_ = ln.Close()
-		return shm.Connect(ctx, c.shmConfig(roster, pt))
-	}
-	return ln.Connect(ctx, c.tcpConfig(roster, pt))
-}
-
-// shmConfig is the shared-memory data plane's configuration.
-func (c JoinConfig) shmConfig(roster cluster.Roster, pt time.Duration) shm.Config {
-	return shm.Config{Rank: c.Rank, Size: c.Size, Group: roster.Group,
-		Run: fmt.Sprintf("%s-%x", c.Run, roster.Group), Secret: c.Secret, PeerTimeout: pt}
-}
-
-// tcpConfig is the TCP data plane's configuration.
-func (c JoinConfig) tcpConfig(roster cluster.Roster, pt time.Duration) tcp.Config {
-	return tcp.Config{Rank: c.Rank, Size: c.Size, Group: roster.Group,
-		Addrs: roster.DataAddrs(), Secret: c.Secret, PeerTimeout: pt}
-}
-
 // asked is the transport this rank asks for: "auto" when none is set.
 func (c JoinConfig) asked() string {
 	if c.Transport == "" {
@@ -311,10 +253,10 @@ func (c JoinConfig) check(rt *actors.Runtime) error {
 		return bad("rank %d of world size %d", c.Rank, c.Size)
 	case c.PeerTimeout < 0:
 		return bad("peer timeout %v", c.PeerTimeout)
-	case c.Transport != "" && c.Transport != "auto" && c.Transport != "tcp" && c.Transport != "shm":
-		return bad("transport %q (want auto, tcp or shm)", c.Transport)
-	case len(c.Secret) < tcp.MinSecret:
-		return bad("secret of %d bytes, want at least %d", len(c.Secret), tcp.MinSecret)
+	case c.Transport != "" && c.Transport != msg.Auto && !registered(c.Transport):
+		return bad("transport %q (want auto or one of %v)", c.Transport, msg.Names())
+	case len(c.Secret) < msg.MinSecret:
+		return bad("secret of %d bytes, want at least %d", len(c.Secret), msg.MinSecret)
 	case len(c.Hosts) == 0 && c.Coordinator == "":
 		return bad("neither Hosts nor Coordinator is set")
 	case len(c.Hosts) != 0 && len(c.Hosts) != c.Size:
@@ -380,4 +322,10 @@ func (c JoinConfig) controlAddr(ctx context.Context) (string, error) {
 		return "", errors.Join(fmt.Errorf("local address toward %s", c.Coordinator), err)
 	}
 	return net.JoinHostPort(ip, "0"), nil
+}
+
+// registered reports whether a carrier called name is registered.
+func registered(name string) bool {
+	_, ok := msg.Lookup(name)
+	return ok
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/cluster"
-	"github.com/choreo-gpu/choreo/collectives/transport/shm"
 )
 
 // choreoVars is a complete demo-launch environment plus extra.
@@ -63,59 +62,18 @@ func TestPeerTimeoutReachesBothPlanes(t *testing.T) {
 		if pt != c.want {
 			t.Errorf("config %v, %d options: peer timeout %v, want %v", c.cfg.PeerTimeout, len(c.opts), pt, c.want)
 		}
-		rc, tc, sc := c.cfg.remoteConfig("127.0.0.1:0", pt), c.cfg.tcpConfig(roster, pt), c.cfg.shmConfig(roster, pt)
-		if rc.PeerTimeout != c.want || tc.PeerTimeout != c.want || sc.PeerTimeout != c.want {
-			t.Errorf("control %v, tcp %v, shm %v; want %v on each", rc.PeerTimeout, tc.PeerTimeout, sc.PeerTimeout, c.want)
+		rc, sc := c.cfg.remoteConfig("127.0.0.1:0", pt), c.cfg.setup(roster, pt)
+		ec := c.cfg.endpointConfig(roster, linkPlan{kinds: "tcp"}, pt)
+		if rc.PeerTimeout != c.want || sc.PeerTimeout != c.want || ec.PeerTimeout != c.want {
+			t.Errorf("control %v, links %v, message layer %v; want %v on each", rc.PeerTimeout, sc.PeerTimeout, ec.PeerTimeout, c.want)
 		}
-		if tc.Group != 7 || sc.Group != 7 || tc.Addrs[1] != "a:2" {
-			t.Errorf("tcp %+v, shm %+v", tc, sc)
+		if sc.Group != 7 || ec.Name != "tcp" || ec.HeartbeatInterval > c.want/3 {
+			t.Errorf("links %+v, message layer %+v", sc, ec)
 		}
 	}
 	bad := cfg
 	bad.Coordinator, bad.PeerTimeout = "a:1", -time.Second
 	if err := bad.check(nil); !errors.Is(err, ErrBadArgument) {
 		t.Errorf("negative peer timeout: %v", err)
-	}
-}
-
-// TestResolveTransport: every rank's choice resolves by one rule (auto is
-// shm on one host where shared memory works, else tcp); where they differ
-// the error is ErrMismatch naming each rank's.
-func TestResolveTransport(t *testing.T) {
-	auto := "tcp"
-	if shm.Supported() {
-		auto = "shm"
-	}
-	members := func(host1 string, kinds ...string) cluster.Roster {
-		r := cluster.Roster{Group: 1}
-		for i, k := range kinds {
-			host := "h"
-			if i == 1 {
-				host = host1
-			}
-			r.Members = append(r.Members, cluster.Member{Rank: i, Host: host, Transport: k})
-		}
-		return r
-	}
-	for _, c := range []struct {
-		roster cluster.Roster
-		want   string
-	}{
-		{members("h", "auto", "", "auto"), auto},
-		{members("other", "auto", "auto"), "tcp"},
-		{members("h", "tcp", "tcp"), "tcp"},
-		{members("other", "tcp", "auto"), "tcp"},
-	} {
-		if got, err := resolveTransport(c.roster); err != nil || got != c.want {
-			t.Errorf("%+v: %q, %v; want %q", c.roster.Members, got, err, c.want)
-		}
-	}
-	_, err := resolveTransport(members("h", "tcp", "shm", "auto"))
-	want := "rank 0 tcp, rank 1 shm, rank 2 " + auto + " (auto)"
-	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), want) {
-		t.Errorf("%v, want ErrMismatch naming %q", err, want)
-	}
-	if _, err := resolveTransport(members("h", "tcp", "udp")); !errors.Is(err, ErrBadArgument) {
-		t.Errorf("udp: %v", err)
 	}
 }

@@ -45,6 +45,16 @@ type Prepared interface {
 // MinSecret is the shortest group secret a carrier accepts.
 const MinSecret = 16
 
+// DefaultMaxBuffered is the window a rank announces to each peer unless
+// configured otherwise: the bytes it holds, per peer, for Recvs not
+// posted yet.
+const DefaultMaxBuffered = 4 << 20
+
+// EnvPoll is the variable that sets the most a wait polls for its peer
+// before it parks (a Go duration; 0 turns polling off). Unset, a rank
+// polls up to spin.MaxPoll where its host has a processor per local rank.
+const EnvPoll = "CHOREO_POLL"
+
 // Setup is what a carrier's Connect knows of the group.
 type Setup struct {
 	Rank, Size int
@@ -60,6 +70,10 @@ type Setup struct {
 	Addrs []string
 	// PeerTimeout is how long a peer may stay silent before it is lost.
 	PeerTimeout time.Duration
+	// MaxBuffered is the window this rank announces to every peer (the
+	// bytes it holds for Recvs not posted yet): the Endpoint over the
+	// links checks the same.
+	MaxBuffered int
 }
 
 var carriers struct {
