@@ -53,8 +53,9 @@ var (
 )
 
 // New builds the endpoint of cfg.Rank over links (indexed by rank,
-// links[cfg.Rank] nil), starts every link with its Peer and starts the
-// heartbeat. On an error it closes the links.
+// links[cfg.Rank] nil): it reads every link's Limits, starts every link
+// with its Peer and starts the heartbeat. On an error it closes the
+// links.
 func New(cfg Config, links []Link) (*Endpoint, error) {
 	if cfg.Name == "" {
 		cfg.Name = "msg"
@@ -70,22 +71,20 @@ func New(cfg Config, links []Link) (*Endpoint, error) {
 	e.poll.Init(cfg.Poll)
 	e.lastTick.Store(time.Now().UnixNano())
 	for r, l := range links {
-		if l != nil {
-			e.peers[r] = newPeer(e, r, l)
+		if l == nil {
+			continue
 		}
+		p, err := newPeer(e, r, l)
+		if err != nil {
+			closeLinks(links)
+			return nil, err
+		}
+		e.peers[r] = p
 	}
+	// Limits first: a link may hand over frames as soon as it starts.
 	for _, p := range e.peers {
 		if p != nil {
 			p.link.Start(p)
-		}
-	}
-	for _, p := range e.peers {
-		if p == nil {
-			continue
-		}
-		if err := p.limit(); err != nil {
-			_ = e.Close()
-			return nil, err
 		}
 	}
 	e.gmu.Lock()

@@ -46,24 +46,20 @@ type Peer struct {
 	owed    int64             // of those, bytes consumed (to hand back)
 }
 
-func newPeer(e *Endpoint, r int, l Link) *Peer {
-	p := &Peer{e: e, rank: r, link: l, gone: make(chan struct{}),
+// newPeer is the Peer of link l to rank r, with the link's limits.
+func newPeer(e *Endpoint, r int, l Link) (*Peer, error) {
+	lim := l.Limits()
+	if err := checkLimits(r, lim); err != nil {
+		return nil, err
+	}
+	p := &Peer{e: e, rank: r, link: l, lim: lim, gone: make(chan struct{}),
+		turns:   make(chan struct{}, lim.MaxRTS),
 		sends:   make(map[uint64]*sendOp),
 		queues:  make(map[transport.Tag]*tagQ),
 		matched: make(map[uint64]*inMsg),
 	}
 	p.sc, _ = l.(SingleCopy)
-	return p
-}
-
-// limit reads the link's limits once it has started.
-func (p *Peer) limit() error {
-	p.lim = p.link.Limits()
-	if err := checkLimits(p.rank, p.lim); err != nil {
-		return err
-	}
-	p.turns = make(chan struct{}, p.lim.MaxRTS)
-	return nil
+	return p, nil
 }
 
 // Rank is the peer's rank.
