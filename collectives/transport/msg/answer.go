@@ -68,6 +68,7 @@ func (p *Peer) withdraw(s *sendOp, id uint64, err error) error {
 		}
 		select {
 		case <-s.answer:
+			s.release(p, true)
 			return p.giveUp(s, id, false, err)
 		case <-p.gone:
 			return p.giveUp(s, id, false, p.lostErr())
