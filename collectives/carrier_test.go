@@ -21,8 +21,13 @@ import (
 // (transporttest's in-memory pipes, which collectives knows nothing of)
 // links a group that Join forms, here three ranks of this process, each
 // with its own runtime and control plane: asked for by name, it carries
-// an all-reduce.
+// an all-reduce. (.ci/run runs it without the race detector: each
+// runtime's control plane sets grpc's process-wide logger as it starts,
+// which the detector reports against another runtime's server reading it.)
 func TestJoinOverARegisteredCarrier(t *testing.T) {
+	if raceOn {
+		t.Skip("several control planes in one process race on grpc's process-wide logger (set by protoactor's Start)")
+	}
 	transporttest.RegisterPipeCarrier()
 	const n = 3
 	hosts := make([]string, n)
