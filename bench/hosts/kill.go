@@ -61,7 +61,7 @@ func (h *harness) killExperiment() (bool, error) {
 			}
 			t.row(fmt.Sprintf("%d x %d", cfg.hosts, per), v.asked(), joined, strconv.Itoa(cfg.killTries), strconv.Itoa(ok),
 				strings.Join(victims, " "), secs(quantile(detect, 0.5)), secs(quantile(detect, 1)), secs(quantile(exits, 1)),
-				strings.Join(fails, "; "))
+				firstFew(fails, 2))
 			total += cfg.killTries
 			passed += ok
 		}
@@ -126,6 +126,14 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 		}
 	}
 	return o, c.joined()
+}
+
+// firstFew is up to n of reasons, "; "-separated, and how many more.
+func firstFew(reasons []string, n int) string {
+	if len(reasons) <= n {
+		return strings.Join(reasons, "; ")
+	}
+	return strings.Join(reasons[:n], "; ") + fmt.Sprintf("; ... %d more", len(reasons)-n)
 }
 
 // quantile is the q-quantile (nearest rank) of ds, -1 when empty.

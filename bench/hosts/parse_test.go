@@ -136,3 +136,12 @@ func TestPairCarriers(t *testing.T) {
 		t.Errorf("without links: %q, want tcp", got)
 	}
 }
+
+func TestFirstFew(t *testing.T) {
+	if got := firstFew([]string{"a", "b", "c", "d"}, 2); got != "a; b; ... 2 more" {
+		t.Errorf("%q", got)
+	}
+	if got := firstFew([]string{"a"}, 2); got != "a" {
+		t.Errorf("%q", got)
+	}
+}
