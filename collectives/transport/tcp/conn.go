@@ -108,12 +108,6 @@ func newConn(l *link, idx int, nc net.Conn) *conn {
 	return c
 }
 
-// writeFrame writes a frame with no context (tests).
-func (c *conn) writeFrame(f *frame, payload []byte) error {
-	_, err := c.write(context.Background(), f, payload)
-	return err
-}
-
 // lock takes the write lock unless ctx ends or the link goes first.
 func (c *conn) lock(ctx context.Context) error {
 	select {

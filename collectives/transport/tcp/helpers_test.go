@@ -79,3 +79,9 @@ func asTransports(ts []*Transport) []transport.Transport {
 // tcpOverhead is what an eager message costs of the window beyond its
 // bytes.
 const tcpOverhead = msg.Overhead
+
+// writeFrame writes a frame on c with no context.
+func (c *conn) writeFrame(f *frame, payload []byte) error {
+	_, err := c.write(context.Background(), f, payload)
+	return err
+}

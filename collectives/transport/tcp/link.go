@@ -47,7 +47,7 @@ type link struct {
 	// From the handshake: the peer's limits, the smallest any of its
 	// connections announced.
 	maxFrame, window int
-	limits           msg.Limits
+	limits           msg.Limits // Limits(), from Start on
 
 	cmu    sync.Mutex
 	credit int64 // bytes of the peer's window this rank may still fill
@@ -78,11 +78,7 @@ var errDown = errors.New("tcp: link down")
 func (l *link) Start(p *msg.Peer) {
 	l.peer = p
 	l.poll = p.Poll()
-	l.limits = msg.Limits{
-		EagerMax: min(l.cfg.EagerMax, l.maxFrame, l.window-msg.Overhead),
-		Chunk:    min(l.cfg.MaxFrame, l.maxFrame),
-		MaxRTS:   maxRTS,
-	}
+	l.limits = l.Limits()
 	l.credit = int64(l.window)
 	now := l.now()
 	for _, c := range l.conns {
@@ -94,8 +90,15 @@ func (l *link) Start(p *msg.Peer) {
 	}
 }
 
-// Limits implements msg.Link.
-func (l *link) Limits() msg.Limits { return l.limits }
+// Limits implements msg.Link: what both sides announced in the handshake
+// allows.
+func (l *link) Limits() msg.Limits {
+	return msg.Limits{
+		EagerMax: min(l.cfg.EagerMax, l.maxFrame, l.window-msg.Overhead),
+		Chunk:    min(l.cfg.MaxFrame, l.maxFrame),
+		MaxRTS:   maxRTS,
+	}
+}
 
 // LaneOf implements msg.Link: one tag always travels on one connection, so
 // its messages stay in order. A collective's steps go round the
