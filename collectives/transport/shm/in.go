@@ -143,7 +143,15 @@ func (l *link) announced(h slotHeader) error {
 		delete(l.early, h.id)
 		return nil
 	}
-	return l.peer.Announced(0, h.tag, h.id, h.size, addr)
+	if h.kind == slotRTS {
+		return l.peer.Announced(0, h.tag, h.id, h.size, 0)
+	}
+	l.offer(h.id) // before: the answer may come at once
+	err := l.peer.Announced(0, h.tag, h.id, h.size, addr)
+	if err != nil {
+		l.answered(h.id)
+	}
+	return err
 }
 
 // retracted applies a RETRACT frame. The sender retracts only what it

@@ -56,9 +56,10 @@ type link struct {
 	unmapOnce sync.Once
 	lastRead  atomic.Int64 // when the socket last delivered a frame (Unix ns)
 
-	holds   atomic.Int64 // Holds and Waits in flight: a pump runs meanwhile
-	lmu     sync.Mutex   // the pump's life
-	running bool         // a pump goroutine runs
+	holds   atomic.Int64 // Holds and Waits in flight: the pump is active meanwhile
+	lmu     sync.Mutex   // the pump's state
+	running bool         // the pump goroutine was started
+	parked  bool         // the pump reads the socket only (see settle)
 	armed   bool         // the socket has a read deadline (the pump's linger)
 
 	space signal       // a SPACE frame came: room in out
@@ -70,6 +71,9 @@ type link struct {
 	cmu   sync.Mutex
 	cons  sync.Mutex
 	early map[uint64]bool // retractions of RTSes not consumed yet (under cons)
+
+	omu    sync.Mutex
+	offers map[uint64]bool // messages offered by address, handed to the Peer and not answered
 }
 
 var (
@@ -81,7 +85,7 @@ var (
 var errProtocol = errors.New("protocol error")
 
 func newLink(t *Transport, r int) *link {
-	return &link{t: t, rank: r, gone: make(chan struct{}), early: make(map[uint64]bool)}
+	return &link{t: t, rank: r, gone: make(chan struct{}), early: make(map[uint64]bool), offers: make(map[uint64]bool)}
 }
 
 // attach gives l its region and socket (Connect). lane 0 carries the
@@ -97,13 +101,14 @@ func (l *link) attach(s *sock, mem []byte, g geometry, window int) {
 	l.eagerMax = min(l.t.cfg.EagerMax, g.slotSize, window-msg.Overhead)
 }
 
-// Start begins the link's life. Its first pump starts with the first
-// Hold, Wait or Tick, and reads what the peer sent meanwhile.
+// Start begins the link's life: a first pump reads what the peer sent
+// during Connect.
 func (l *link) Start(p *msg.Peer) {
 	l.peer = p
 	now := time.Now().UnixNano()
 	l.lastRead.Store(now)
 	l.sock.lastWrite.Store(now)
+	l.kick(drainLinger)
 }
 
 // Limits are the pair's sizes: an eager message and a chunk fill one slot
@@ -116,9 +121,9 @@ func (l *link) Limits() msg.Limits {
 func (l *link) LaneOf(transport.Tag) int { return 0 }
 
 // Tick pings the peer unless another frame went to it in the last half
-// heartbeat, pumps an idle link briefly (pings, aborts, a peer's end,
-// messages that arrived while nothing waited), and says when the peer was
-// last heard.
+// heartbeat, pumps an idle link briefly (aborts, a peer's end, messages
+// that arrived while nothing waited), and says when the peer was last
+// heard.
 func (l *link) Tick() int64 {
 	if time.Now().UnixNano()-l.sock.lastWrite.Load() >= int64(l.peer.HeartbeatInterval()/2) {
 		l.Ping()

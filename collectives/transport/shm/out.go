@@ -141,6 +141,7 @@ func (l *link) notify() {
 // socket when that ring is full.
 func (l *link) Answer(_ int, id uint64, a msg.Answer) {
 	kind := [...]uint32{msg.Go: ctlCTS, msg.SizeMismatch: ctlCTSSize, msg.Done: ctlDone}[a]
+	l.answered(id)
 	if !l.enter() {
 		return
 	}

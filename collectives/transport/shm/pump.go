@@ -9,51 +9,93 @@ import (
 )
 
 const (
-	// linger is how long a pump keeps running after the link's last Hold
-	// or Wait ended; drainLinger is how long a pump Tick starts on an idle
-	// link runs.
+	// linger is how long a pump stays active after the link's last Hold
+	// or Wait ended; drainLinger is how long a pump Tick starts on an
+	// idle link runs.
 	linger      = 20 * time.Millisecond
 	drainLinger = 2 * time.Millisecond
 )
 
-// Hold makes sure a pump runs until the matching Release.
+// Hold makes sure a pump is active until the matching Release.
 func (l *link) Hold(int) {
 	if l.holds.Add(1) == 1 {
 		l.kick(0)
 	}
 }
 
-// Release lets the pump stop after linger once nothing holds it.
+// Release lets the pump stop (or park) after linger once nothing holds
+// it.
 func (l *link) Release(int, bool) {
 	if l.holds.Add(-1) == 0 {
 		l.lmu.Lock()
 		defer l.lmu.Unlock()
-		if l.running && !l.armed {
+		if l.running && !l.parked && !l.armed {
 			l.arm(linger)
 		}
 	}
 }
 
-// kick makes sure a pump runs for l. One started for a Hold runs until
-// the Holds end (then lingers); one started with d > 0 (Tick's, on an idle
-// link) stops after d unless a Hold comes.
+// kick makes a pump active: it starts one, or wakes a parked one (Tick's,
+// with d > 0: only where the peer published). One started for a Hold (d
+// == 0) runs until the Holds end, then lingers; one Tick starts stops
+// after d unless a Hold comes.
 func (l *link) kick(d time.Duration) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
-	if l.running || l.down.Load() {
-		return
-	}
-	if d > 0 {
-		l.arm(d)
-	} else {
+	switch {
+	case l.down.Load():
+	case !l.running:
 		l.armed = false
 		_ = l.sock.nc.SetReadDeadline(time.Time{})
-	}
-	l.running = l.goAdd(func() {
-		if cause := l.pump(); cause != nil {
-			l.fail(cause)
+		if d > 0 {
+			l.arm(d)
 		}
-	})
+		l.running = l.goAdd(func() {
+			if cause := l.pump(); cause != nil {
+				l.fail(cause)
+			}
+		})
+	case l.parked && (d == 0 || l.pending()):
+		l.wakeLocked()
+	}
+}
+
+// wakeLocked makes a parked pump's read return now. l.lmu is held.
+func (l *link) wakeLocked() {
+	l.parked = false
+	l.armed = true
+	_ = l.sock.nc.SetReadDeadline(aLongTimeAgo)
+}
+
+// offer notes that the Peer holds message id, offered by address (read
+// so or not): its sender waits for the answer also when it withdraws the
+// offer, so the pump parks rather than ends until then (see settle).
+func (l *link) offer(id uint64) {
+	l.omu.Lock()
+	l.offers[id] = true
+	l.omu.Unlock()
+}
+
+// answered forgets offer id; after the last one a parked pump ends.
+func (l *link) answered(id uint64) {
+	l.omu.Lock()
+	last := l.offers[id] && len(l.offers) == 1
+	delete(l.offers, id)
+	l.omu.Unlock()
+	if last {
+		l.lmu.Lock()
+		if l.parked {
+			l.wakeLocked()
+		}
+		l.lmu.Unlock()
+	}
+}
+
+// offering reports whether the Peer holds an offer not answered yet.
+func (l *link) offering() bool {
+	l.omu.Lock()
+	defer l.omu.Unlock()
+	return len(l.offers) > 0
 }
 
 // arm gives the pump's socket reads a deadline d from now. l.lmu is held.
@@ -62,14 +104,23 @@ func (l *link) arm(d time.Duration) {
 	_ = l.sock.nc.SetReadDeadline(time.Now().Add(d))
 }
 
-// lingered decides, once the pump's read deadline passed, whether it ends
-// (nothing holds it, nothing published) or goes on without a deadline.
-func (l *link) lingered(pending bool) (stop bool) {
+// settle decides, once the pump's read deadline passed, whether it stays
+// active (something holds it, or the peer published), parks or ends. It
+// parks while the Peer holds a message offered by address (see offer): it
+// then reads the socket only, with no deadline and no sleep word set, so
+// that the sender's withdrawal is read at once, until a frame comes or
+// kick wakes it.
+func (l *link) settle(pending bool) (stop bool) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	l.armed = false
-	if l.holds.Load() > 0 || pending {
-		_ = l.sock.nc.SetReadDeadline(time.Time{})
+	_ = l.sock.nc.SetReadDeadline(time.Time{})
+	l.parked = false
+	switch {
+	case l.holds.Load() > 0 || pending:
+		return false
+	case l.offering():
+		l.parked = true
 		return false
 	}
 	l.running = false
@@ -81,9 +132,10 @@ func (l *link) lingered(pending bool) (stop bool) {
 // it), handing what comes to the Peer. When nothing is left it polls
 // briefly (while something holds it), then sets in's sleep word and
 // blocks on the socket: a doorbell, any other frame, the socket's end, or
-// its linger deadline wakes it. After the socket's end it drains what the
-// peer published, then returns why the link is lost. It ends when the
-// link is down or its linger passed with nothing to do.
+// its linger deadline wakes it; parked (see settle), it blocks on the
+// socket only. After the socket's end it drains what the peer published,
+// then returns why the link is lost. It ends when the link is down, or
+// when its linger passed with nothing to do.
 func (l *link) pump() error {
 	s := &pumpState{l: l, buf: make([]byte, maxFrame+1)}
 	return s.run()
@@ -187,8 +239,8 @@ func (s *pumpState) round() (int, error) {
 
 // idle polls the lane while something holds the pump, or after work (the
 // call that work was for may just have returned, before the next begins);
-// not while a call polls the lane itself (see poll). Then it sets the
-// sleep word, unless the peer published meanwhile.
+// not while a call polls the lane itself (see poll). Then an active pump
+// sets the sleep word, unless the peer published meanwhile.
 func (s *pumpState) idle() int {
 	l := s.l
 	in := l.in
@@ -206,29 +258,35 @@ func (s *pumpState) idle() int {
 			return roundAgain
 		}
 	}
+	l.lmu.Lock()
+	parked := l.parked
+	if !parked && l.holds.Load() == 0 && !l.armed {
+		l.arm(linger) // an idle pump parks
+	}
+	l.lmu.Unlock()
+	if parked {
+		return roundSleep
+	}
 	in.sleep.Store(1)
 	if l.published() {
 		in.sleep.Store(0)
 		return roundAgain
 	}
-	l.lmu.Lock()
-	if l.holds.Load() == 0 && !l.armed {
-		l.arm(linger) // an idle pump must end
-	}
-	l.lmu.Unlock()
 	return roundSleep
 }
 
 // handle processes the result of a socket read (n < 0: nothing to read;
-// n == 0: the socket's end): roundAgain after a frame, roundSleep after
-// nothing, roundStop when the linger passed with nothing to do.
+// n == 0: the socket's end): roundAgain after a frame or a deadline,
+// roundSleep after nothing, roundStop when the link is down or the pump
+// ends.
 func (s *pumpState) handle(n int, err error) (int, error) {
 	l := s.l
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		if l.lingered(l.pending()) {
+		if l.settle(l.published()) {
 			return roundStop, nil
 		}
+		return roundAgain, nil
 	case err != nil:
 		if l.down.Load() {
 			return roundStop, nil
