@@ -427,24 +427,29 @@ func (s singlePipe) ReadAt(dst []byte, addr uint64, off int) error {
 }
 
 // read is the reader goroutine: it hands the queued frames to the Peer,
-// one at a time, until none is left.
+// a batch at a time, and wakes the end's waits after each batch, until
+// none is left.
 func (p *Pipe) read() {
 	for {
 		p.mu.Lock()
-		if len(p.frames) == 0 || p.down() {
+		batch := p.frames
+		p.frames = nil
+		if len(batch) == 0 || p.down() {
 			p.reading = false
 			p.signalLocked()
 			p.mu.Unlock()
 			return
 		}
-		f := p.frames[0]
-		p.frames[0] = pipeFrame{}
-		p.frames = p.frames[1:]
 		p.mu.Unlock()
 		p.heard.Store(time.Now().UnixNano())
-		if err := p.deliver(&f); err != nil {
-			p.gone.Store(true)
-			p.peer.Protocol(err)
+		for i := range batch {
+			if p.gone.Load() {
+				break
+			}
+			if err := p.deliver(&batch[i]); err != nil {
+				p.gone.Store(true)
+				p.peer.Protocol(err)
+			}
 		}
 		p.mu.Lock()
 		p.signalLocked()
