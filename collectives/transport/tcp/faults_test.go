@@ -376,6 +376,24 @@ func TestSilentPeer(t *testing.T) {
 	}
 }
 
+// TestIdlePeerKept is the silence check's false-positive twin: ranks that
+// send nothing for several PeerTimeouts keep each other, as the heartbeat
+// pings every connection and reads them, and the pair works afterwards.
+func TestIdlePeerKept(t *testing.T) {
+	const timeout = time.Second
+	ts := build(t, 3, func(c *Config) { c.PeerTimeout, c.ConnsPerPeer = timeout, 2 })
+	defer closeAll(ts)
+	time.Sleep(4 * timeout)
+	for r, tr := range ts {
+		if s := tr.Stats(); s.PeersLost != 0 || s.ProtocolErrors != 0 {
+			t.Errorf("rank %d after an idle spell: %+v", r, s)
+		}
+	}
+	if err := exchange(t, ts, 1, 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An abort's cause crosses the wire as text and a code: the peer's error
 // matches ErrAborted and the cause's sentinels (a shape mismatch stays a
 // shape mismatch), names the origin and keeps the text.
