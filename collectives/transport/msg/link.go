@@ -70,7 +70,8 @@ type Limits struct {
 // A link with one lane returns 0.
 type Link interface {
 	// Start hands the link the Peer its inbound frames go to and lets it
-	// begin reading. It is called once, before any other method.
+	// begin reading. It is called once, before any other method but
+	// Limits.
 	Start(p *Peer)
 	// Limits are the link's sizes.
 	Limits() Limits
