@@ -56,7 +56,10 @@
 // wait, and briefly at each heartbeat) consumes the incoming lane
 // otherwise and reads the pair's socket. It sets its lane's sleep word and
 // blocks on the socket; a sender that sees the word (and no poller) rings
-// a doorbell there; a parked call also looks at the lane on a timer. The
+// a doorbell there; a parked call also looks at the lane on a timer. While
+// the message layer holds a message offered by address, an idle link's
+// pump stays, reading only the socket, so that a sender's withdrawal of
+// the offer is answered at once. The
 // socket also carries what must not wait for ring space (aborts with their
 // cause codes, retractions, room for a blocked sender, pings) and tells
 // liveness: a peer's process that ends closes its end at once, and the
