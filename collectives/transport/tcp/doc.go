@@ -10,35 +10,17 @@
 // # Building the mesh
 //
 // Every rank knows every rank's "host:port" (Config.Addrs). A rank listens
-// on its own (Listen, or Connect does it), dials ConnsPerPeer connections
+// on its own (Listen, or Connect does it) and joins package mesh's
+// authenticated full mesh (label "tcp"): it dials ConnsPerPeer connections
 // to each higher peer and accepts as many from each lower one; each pair
-// is connected once and each connection carries both directions. Connect
-// returns when all are up and closes the listener: later connections are
-// refused by the kernel.
-//
-// # Handshake
-//
-// Four fixed 72-byte messages, magic "CHTP", big endian: version u16,
-// kind u8, status u8, group u64, from u32, to u32, size u32, connection
-// index u16, connections u16, max frame u32, window u32, then 32 bytes
-// (a nonce, or a MAC).
-//
-//  1. hello (dialer): its view of the group and a fresh nonce.
-//  2. challenge (acceptor): its view and a fresh nonce, or a refusal
-//     status (version, group id, ranks, configuration) and the close.
-//  3. proof (dialer): HMAC-SHA256(secret, "choreo/tcp/v1 dialer proof" ||
-//     hello || challenge).
-//  4. verdict (acceptor): status and, when the proof holds,
-//     HMAC-SHA256(secret, "choreo/tcp/v1 acceptor proof" || hello ||
-//     challenge), which the dialer checks.
-//
-// Both nonces are in every MAC, so a recorded handshake replays to
-// nothing; the acceptor proves nothing before the dialer has. Anything
-// else (a stranger, a wrong secret, a wrong group id, garbage, a client
-// silent for 2 s, or HandshakeTimeout if shorter) is closed, counted in
-// Stats.Refused and passed to Config.OnRefused; connections turned away
-// because every handshake slot was taken are passed together, at most once
-// a second. The package logs nothing.
+// is connected once and each connection carries both directions. In the
+// handshake each rank announces its limits (big endian: MaxFrame u32,
+// MaxBuffered u32), which its peers check and honour. Connections that
+// fail the handshake (a stranger, a wrong secret, a rank of another
+// group, garbage, a silent client) are closed, counted in Stats.Refused
+// and passed to Config.OnRefused, as package mesh says. Connect returns
+// when all are up and closes the listener: later connections are refused
+// by the kernel. The package logs nothing.
 //
 // # Frames
 //

@@ -1,20 +1,13 @@
 package tcp
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 )
 
-// protoVersion is the wire protocol's version, carried by every handshake
-// message; a peer speaking another version is refused.
-const protoVersion = 1
-
 // Sizes on the wire.
 const (
-	hsSize  = 72 // every handshake message
 	hdrSize = 48 // every frame header
 
 	// maxAbortText bounds the cause text of an ABORT frame.
@@ -23,121 +16,6 @@ const (
 	minFrame      = maxAbortText
 	maxFrameLimit = 1 << 30
 )
-
-var hsMagic = [4]byte{'C', 'H', 'T', 'P'}
-
-// Handshake message kinds, in the order they are sent.
-const (
-	hsHello     = 1 // dialer -> acceptor
-	hsChallenge = 2 // acceptor -> dialer
-	hsProof     = 3 // dialer -> acceptor
-	hsVerdict   = 4 // acceptor -> dialer
-)
-
-// Handshake statuses (challenge and verdict).
-const (
-	stOK        = 0
-	stVersion   = 1 // unknown protocol version
-	stGroup     = 2 // another group id: a rank of another run
-	stRank      = 3 // the ranks do not fit (not addressed to me, not a lower rank)
-	stConfig    = 4 // size, connection count or limits disagree
-	stMAC       = 5 // the proof does not match the secret
-	stDuplicate = 6 // that connection already exists
-	stMax       = stDuplicate
-)
-
-var statusText = [...]string{
-	stOK:        "ok",
-	stVersion:   "protocol version mismatch",
-	stGroup:     "group id mismatch",
-	stRank:      "rank mismatch",
-	stConfig:    "configuration mismatch",
-	stMAC:       "authentication failed",
-	stDuplicate: "duplicate connection",
-}
-
-// hsMsg is one handshake message. Hello and challenge carry the sender's
-// view (From is the sender) and a fresh nonce; proof and verdict carry a
-// MAC in Nonce and zeros elsewhere.
-//
-// Layout (big endian): magic "CHTP" [0:4], version u16 [4:6], kind u8 [6],
-// status u8 [7], group u64 [8:16], from u32 [16:20], to u32 [20:24],
-// size u32 [24:28], conn index u16 [28:30], conns u16 [30:32],
-// max frame u32 [32:36], window u32 [36:40], nonce or MAC [40:72].
-type hsMsg struct {
-	Version          uint16
-	Kind, Status     uint8
-	Group            uint64
-	From, To, Size   uint32
-	Conn, Conns      uint16
-	MaxFrame, Window uint32
-	Nonce            [32]byte
-}
-
-var errHandshake = errors.New("bad handshake message")
-
-func (m *hsMsg) encode() []byte {
-	b := make([]byte, hsSize)
-	copy(b[0:4], hsMagic[:])
-	m.walk(&fields{b: b})
-	return b
-}
-
-// walk puts m's fields after the magic into c or gets them from it, at
-// their offsets in the layout (see hsMsg).
-func (m *hsMsg) walk(c *fields) {
-	c.u16(4, &m.Version)
-	c.u8(6, &m.Kind)
-	c.u8(7, &m.Status)
-	c.u64(8, &m.Group)
-	c.u32(16, &m.From)
-	c.u32(20, &m.To)
-	c.u32(24, &m.Size)
-	c.u16(28, &m.Conn)
-	c.u16(30, &m.Conns)
-	c.u32(32, &m.MaxFrame)
-	c.u32(36, &m.Window)
-	c.bytes(40, m.Nonce[:])
-}
-
-// decodeHS parses a handshake message. It checks the length, the magic,
-// the kind and the status; the fields' meaning is the caller's to check.
-func decodeHS(b []byte) (hsMsg, error) {
-	var m hsMsg
-	if len(b) != hsSize {
-		return m, fmt.Errorf("%w: %d bytes", errHandshake, len(b))
-	}
-	if [4]byte(b[0:4]) != hsMagic {
-		return m, fmt.Errorf("%w: not a choreo/tcp peer (magic %q)", errHandshake, b[0:4])
-	}
-	m.walk(&fields{b: b, get: true})
-	if m.Kind < hsHello || m.Kind > hsVerdict {
-		return m, fmt.Errorf("%w: kind %d", errHandshake, m.Kind)
-	}
-	if m.Status > stMax {
-		return m, fmt.Errorf("%w: status %d", errHandshake, m.Status)
-	}
-	return m, nil
-}
-
-// Labels that make the two sides' MACs differ, so that one can never be
-// replayed as the other.
-const (
-	labelDialer   = "choreo/tcp/v1 dialer proof"
-	labelAcceptor = "choreo/tcp/v1 acceptor proof"
-)
-
-// handshakeMAC is HMAC-SHA256(secret, label || hello || challenge): both
-// nonces, both ranks, the group and the limits, as sent.
-func handshakeMAC(secret []byte, label string, hello, challenge []byte) [32]byte {
-	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(label))
-	h.Write(hello)
-	h.Write(challenge)
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
-}
 
 // Frame types.
 const (
