@@ -1,17 +1,34 @@
 package algo
 
-import "github.com/choreo-gpu/choreo/gpu"
+import (
+	"context"
+
+	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/gpu"
+)
+
+// hierPartBytes and hierMaxParts cut an all-reduce in levels into a
+// pipeline of parts (of at least hierPartBytes, at most hierMaxParts of
+// them), so that while the hosts' ranks reduce-scatter part k+1 among
+// themselves, the link between hosts carries part k.
+const (
+	hierPartBytes = 4 << 20
+	hierMaxParts  = 8
+)
 
 // hierAllReduce all-reduces in into out in three levels, over the
 // Topology's L ranks per host and m hosts:
 //
-//  1. inside each host, a ring reduce-scatter of the whole vector over the
+//  1. inside each host, a ring reduce-scatter of the vector over the
 //     host's ranks leaves the host's reduction of block j (BlockRange of
-//     Count over L) on the rank of local index j;
+//     the count over L) on the rank of local index j;
 //  2. the ranks of local index j on every host, a cross-host ring of m,
-//     all-reduce block j (each host sends (m-1)/m of the vector twice
-//     across, shared by its L ranks);
+//     all-reduce block j (each host sends 2(m-1)/m of the vector across,
+//     shared by its L ranks);
 //  3. inside each host, a ring all-gather of the L blocks.
+//
+// A large vector runs as a pipeline of parts (hierPartBytes), each part
+// through the three levels in turn, each level taking the parts in order.
 //
 // Order of reduction: an element is reduced over its host's ranks first
 // (in the ring order of the host), then over the m host partials (in the
@@ -24,32 +41,78 @@ func (c *coll) hierAllReduce(in, out []byte) error {
 	if err := c.match(); err != nil {
 		return err
 	}
-	t := c.o.Topology
-	h, j := t.Host(c.rank), t.Local(c.rank)
-	host := t.Ranks(h)
-	l, m := len(host), t.Hosts()
 	dt, buf := c.d.DType, out
 	if isHalf(dt) {
 		buf = widen(dt, in)
 		in, dt = buf, gpu.Float32
 	}
-	intra := c.sub(host, j, hierStepIntra1, c.d.Count)
-	if err := intra.ring(intra.blockSpec(dt, 0, l-1, in, buf)); err != nil {
-		return err
-	}
-	lo, hi := BlockRange(c.d.Count, l, j)
 	es := dt.Size()
-	blk := buf[lo*es : hi*es]
-	cross := c.sub(t.Column(j), h, hierStepCross, hi-lo)
-	if err := cross.ring(cross.blockSpec(dt, 0, 2*m-2, blk, blk)); err != nil {
-		return err
+	part := hierPartBytes
+	if c.o.hierPart > 0 {
+		part = c.o.hierPart
 	}
-	gather := c.sub(host, j, hierStepIntra2, c.d.Count)
-	if err := gather.ring(gather.blockSpec(dt, l-1, 2*l-2, nil, buf)); err != nil {
+	parts := max(1, min(hierMaxParts, c.d.Count*es/part, c.d.Count))
+	// done[lvl][p] is closed once part p has passed level lvl here.
+	var done [3][]chan struct{}
+	for lvl := range done {
+		done[lvl] = make([]chan struct{}, parts)
+		for p := range parts {
+			done[lvl][p] = make(chan struct{})
+		}
+	}
+	g := newTasks(c.ctx)
+	for p := range parts {
+		lo, hi := BlockRange(c.d.Count, parts, p)
+		g.goDo(func() error {
+			return c.hierAllReducePart(g.ctx, p, dt, in[lo*es:hi*es], buf[lo*es:hi*es], done)
+		})
+	}
+	if err := g.wait(); err != nil {
 		return err
 	}
 	if isHalf(c.d.DType) {
 		narrow(c.d.DType, out, buf)
+	}
+	return nil
+}
+
+// hierAllReducePart runs part p (in into buf, elements of dt) through the
+// three levels, each once part p-1 has passed it, on steps of its own.
+func (c *coll) hierAllReducePart(ctx context.Context, p int, dt gpu.DType, in, buf []byte, done [3][]chan struct{}) error {
+	t := c.o.Topology
+	h, j := t.Host(c.rank), t.Local(c.rank)
+	host := t.Ranks(h)
+	l, m, es := len(host), t.Hosts(), dt.Size()
+	count, off := len(buf)/es, uint32(p)*hierRowStep
+	for lvl := range 3 {
+		if p > 0 {
+			select {
+			case <-done[lvl][p-1]:
+			case <-ctx.Done():
+				return transport.CtxError(ctx)
+			}
+		}
+		var s *coll
+		var spec ringSpec
+		switch lvl {
+		case 0:
+			s = c.sub(host, j, hierStepIntra1+off, count)
+			spec = s.blockSpec(dt, 0, l-1, in, buf)
+		case 1:
+			lo, hi := BlockRange(count, l, j)
+			blk := buf[lo*es : hi*es]
+			s = c.sub(t.Column(j), h, hierStepCross+off, hi-lo)
+			spec = s.blockSpec(dt, 0, 2*m-2, blk, blk)
+		default:
+			s = c.sub(host, j, hierStepIntra2+off, count)
+			spec = s.blockSpec(dt, l-1, 2*l-2, nil, buf)
+		}
+		s.ctx = ctx
+		err := s.ring(spec)
+		close(done[lvl][p])
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

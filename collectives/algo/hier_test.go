@@ -251,7 +251,8 @@ func hierCase(t *testing.T, lay layout, topo *algo.Topology, plain bool, k kindC
 	for r := range inputs {
 		inputs[r] = gen(d.DType, d.Op, d.Count, r, d.Seq)
 	}
-	opts := []algo.Option{algo.WithTopology(topo), algo.WithChunkBytes(96)}
+	// Small chunks and parts: many of each at 1001 elements.
+	opts := []algo.Option{algo.WithTopology(topo), algo.WithChunkBytes(96), algo.WithHierPartBytes(1000)}
 	if plain {
 		opts = append(opts, algo.WithHierBytes(-1)) // Auto, whatever the size
 	} else {

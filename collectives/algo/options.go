@@ -98,6 +98,9 @@ type Options struct {
 	// HierBytes: payloads above it may take Hierarchical (0: default
 	// DefaultHierBytes; negative: every payload may).
 	HierBytes int
+	// hierPart: the part size of an all-reduce in levels (0:
+	// hierPartBytes); tests set it to cut small payloads.
+	hierPart int
 }
 
 // Option sets one field of Options.
