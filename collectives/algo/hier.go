@@ -17,13 +17,15 @@ import (
 //
 // After one match of the whole group (whose signature carries the
 // topology's fingerprint), the levels follow each other on every rank;
-// each level's messages carry a step range of their own (hierStep), so no
-// message of one level meets a receive of another.
+// each level's messages carry a step range of their own (hierStepIntra1,
+// hierStepCross, hierStepIntra2), so no message of one level meets a
+// receive of another.
 
 // Step offsets of the levels: a level's own steps (stepData + the ring's or
 // the tree's, below hierRowStep) are added to its offset, and a level that
-// runs one ring per host at once (rowRings) adds hierRowStep per host;
-// all below transport.MaxStep.
+// runs several rings at once (one per host: rowRings; one per part of a
+// pipelined all-reduce) adds hierRowStep per ring; all below
+// transport.MaxStep.
 const (
 	hierStepIntra1 = 1 << 16 // the first level inside each host
 	hierStepCross  = 2 << 16 // the level across hosts
