@@ -69,7 +69,7 @@ func ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.msgLinks(), nil
+	return t.ends, nil
 }
 
 func connect(ctx context.Context, cfg Config) (*Transport, error) {

@@ -31,7 +31,8 @@ type Transport struct {
 	cfg   Config
 	rank  int
 	size  int
-	links []*link // nil at rank
+	links []*link    // nil at rank and at ranks not in Peers
+	ends  []msg.Link // the same, as the Endpoint takes them
 
 	refused atomic.Uint64
 }
@@ -62,35 +63,21 @@ func (t *Transport) Stats() Stats {
 }
 
 func newTransport(cfg Config) *Transport {
-	t := &Transport{cfg: cfg, rank: cfg.Rank, size: cfg.Size, links: make([]*link, cfg.Size)}
+	t := &Transport{cfg: cfg, rank: cfg.Rank, size: cfg.Size, links: make([]*link, cfg.Size), ends: make([]msg.Link, cfg.Size)}
 	for _, r := range cfg.Peers {
-		t.links[r] = newLink(t, r)
+		l := newLink(t, r)
+		t.links[r], t.ends[r] = l, l
 	}
 	return t
 }
 
-// msgLinks returns the links as msg.Links, nil where there is none.
-func (t *Transport) msgLinks() []msg.Link {
-	links := make([]msg.Link, t.size)
-	for r, l := range t.links {
-		if l != nil {
-			links[r] = l
-		}
-	}
-	return links
-}
-
-// start builds the Endpoint over the connected links.
-func (t *Transport) start() error {
-	e, err := msg.New(msg.Config{Rank: t.rank, Size: t.size, Name: "shm", MaxBuffered: t.cfg.MaxBuffered,
+// start builds the Endpoint over the connected links (which msg.New
+// closes when it fails).
+func (t *Transport) start() (err error) {
+	t.Endpoint, err = msg.New(msg.Config{Rank: t.rank, Size: t.size, Name: "shm", MaxBuffered: t.cfg.MaxBuffered,
 		PeerTimeout: t.cfg.PeerTimeout, HeartbeatInterval: t.cfg.HeartbeatInterval,
-		Poll: spin.PollBudget(envPoll, t.size)}, t.msgLinks())
-	if err != nil {
-		t.closeLinks()
-		return err
-	}
-	t.Endpoint = e
-	return nil
+		Poll: spin.PollBudget(envPoll, t.size)}, t.ends)
+	return err
 }
 
 // closeLinks closes the links of a Connect that failed.
