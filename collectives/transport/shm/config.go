@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // Defaults of Config's limits.
@@ -13,7 +14,7 @@ const (
 	DefaultSlotSize    = 1 << 20 // a ring chunk (algo's DefaultNetChunkBytes) in one slot
 	DefaultSlots       = 16
 	DefaultEagerMax    = 65 << 10 // 64 KiB and a small header (a 2-rank all-reduce's signature)
-	DefaultMaxBuffered = 4 << 20
+	DefaultMaxBuffered = msg.DefaultMaxBuffered
 	// DefaultHeartbeatInterval is the longest default HeartbeatInterval:
 	// the heartbeat also moves what arrives while nothing waits on a peer.
 	DefaultHeartbeatInterval = 250 * time.Millisecond
