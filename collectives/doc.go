@@ -31,7 +31,9 @@
 // messages and CUDA IPC across processes), engine.go (the engine path: a
 // vendor library such as NCCL moves the bytes), ledger.go (refusing GPU
 // stream orders that would
-// deadlock), split.go (Split and subgroups), staging.go (pinned staging
+// deadlock), split.go (Split and subgroups), hosts.go (WithHosts: the
+// ranks' hosts, for the algorithms in levels), dataplane.go (Join's data
+// plane: a carrier per pair of ranks under one message layer), staging.go (pinned staging
 // buffers), report.go (the failure report). The package imports the layers
 // below it: actors, streams, fence, array, collectives/algo and
 // collectives/transport (see internal/layers).

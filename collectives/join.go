@@ -130,7 +130,8 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Optio
 	for i, m := range roster.Members {
 		hosts[i] = m.Host
 	}
-	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.processes = true }, WithHosts(hosts))
+	// The roster's hosts first, so that a caller's own WithHosts wins.
+	opts = append(append([]Option{WithHosts(hosts)}, opts...), func(c *config) { c.processes = true })
 	g, err := New(rt, t, roster.Group, opts...)
 	if err != nil {
 		_ = t.Close()

@@ -22,6 +22,14 @@
 //     chunk at a time) and writes it into every rank's output; no byte is
 //     copied twice. Small payloads: every rank reduces the whole vector.
 //   - binomial tree (tree.go): broadcast over messages, chunked.
+//   - hierarchical (hier.go, hier_*.go): two levels over the group's
+//     Topology (collectives.WithHosts), inside each host and across hosts:
+//     all-reduce (reduce-scatter inside, all-reduce of each slice across,
+//     all-gather inside, large vectors pipelined in parts), all-gather,
+//     reduce-scatter and broadcast; Auto takes it on message transports
+//     above Options.HierBytes where the topology spans hosts with several
+//     ranks on some host (and, but for broadcast, as many ranks on every
+//     host).
 //
 // float16 and bfloat16 reductions round once per element: the direct
 // algorithm reduces all inputs at once (reduce.Many), and the message
