@@ -64,14 +64,12 @@ func (h *harness) benchArgs() []string {
 // element. An error means the hosts could not be reshaped.
 func (h *harness) benchExperiment() (bool, error) {
 	cfg := h.cfg
-	cols := []string{"op", "size", "hosts x ranks", "rate", "CHOREO_TRANSPORT"}
-	if cfg.algoEnv != "" {
-		cols = append(cols, cfg.algoEnv)
-	}
+	cols := append([]string{"op", "size", "hosts x ranks", "rate"}, cfg.variantCols()...)
 	cols = append(cols, "joined with", "p50", "busbw GB/s", "busbw at p50 GB/s", "time (batch)", "link cap GB/s", "#wrong")
 	t := h.newTable(fmt.Sprintf("bench: `demo node bench --ops %s --sizes %s`, %d hosts (rank 0's rows; busbw as nccl-tests, from the batch time)",
 		cfg.ops, cfg.sizes, cfg.hosts), cols...)
 	groups, ok := 0, 0
+	var res benchResults
 	for _, r := range cfg.rates {
 		if err := h.net.setRate(r, cfg.burst); err != nil {
 			return false, err
@@ -79,10 +77,7 @@ func (h *harness) benchExperiment() (bool, error) {
 		for _, per := range cfg.perHost {
 			for _, v := range cfg.variants() {
 				groups++
-				lead := []string{fmt.Sprintf("%d x %d", cfg.hosts, per), r.String(), v.asked()}
-				if cfg.algoEnv != "" {
-					lead = append(lead, v.algo)
-				}
+				lead := append([]string{fmt.Sprintf("%d x %d", cfg.hosts, per), r.String()}, cfg.cells(v)...)
 				rows, joined, fail := h.benchGroup(per, v, r)
 				if fail != "" {
 					t.row(append(append([]string{"FAILED", "-"}, lead...), fail)...)
@@ -91,6 +86,7 @@ func (h *harness) benchExperiment() (bool, error) {
 				}
 				good := true
 				for _, b := range rows {
+					res.add(r, per, v, b)
 					t.row(append(append([]string{b.op, sizeName(b.size)}, lead...), joined, micros(b.p50),
 						fmt.Sprintf("%.3f", b.busbw), fmt.Sprintf("%.3f", b.busbwAtP50()), micros(b.batch), capGBps(r),
 						strconv.FormatInt(b.wrong, 10))...)
@@ -104,18 +100,21 @@ func (h *harness) benchExperiment() (bool, error) {
 		}
 	}
 	h.summarize("bench: %d of %d groups finished with every element exact", ok, groups)
+	if len(cfg.topologies) == 2 {
+		h.compareTopologies(res)
+	}
 	return ok == groups, nil
 }
 
 // benchGroup runs one sweep and returns rank 0's rows and the data planes
 // the ranks joined with, or why it failed (the transcript's path in it).
 func (h *harness) benchGroup(per int, v variant, r rate) (rows []benchRow, joined, fail string) {
-	c, err := h.startCluster(clusterSpec{perHost: per, transport: v.transport, env: v.env(h.cfg.algoEnv), args: h.benchArgs()})
+	c, err := h.startCluster(v.spec(per, h.cfg.algoEnv, h.benchArgs()))
 	if err != nil {
 		return nil, "", err.Error()
 	}
 	defer c.kill()
-	tag := fmt.Sprintf("bench-%dx%d-%s-%s%s", h.cfg.hosts, per, r, v.asked(), v.algo)
+	tag := fmt.Sprintf("bench-%dx%d-%s-%s", h.cfg.hosts, per, r, v.tag())
 	defer func() {
 		if fail != "" {
 			if p := h.saveLog(tag+".log", c.transcript()); p != "" {

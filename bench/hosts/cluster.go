@@ -25,10 +25,12 @@ const basePort = 29400
 // perHost ranks on each host, host h holding ranks h*perHost to
 // (h+1)*perHost-1 (local rank = rank mod perHost); transport is
 // CHOREO_TRANSPORT ("" leaves it unset); env is added to every rank's
-// environment; args follow `demo --verbose node`.
+// environment; flat gives every rank a host identity of its own
+// (CHOREO_HOST_ID); args follow `demo --verbose node`.
 type clusterSpec struct {
 	perHost   int
 	transport string
+	flat      bool
 	env       []string
 	args      []string
 }
@@ -71,6 +73,9 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 	for r := range n {
 		host := r / spec.perHost
 		env := append([]string{"CHOREO_RANK=" + strconv.Itoa(r), "CHOREO_LOCAL_RANK=" + strconv.Itoa(r%spec.perHost)}, common...)
+		if spec.flat {
+			env = append(env, "CHOREO_HOST_ID="+h.net.hostname(host)+"-rank"+strconv.Itoa(r))
+		}
 		argv := h.net.onHost(host, append([]string{h.demo, "--verbose", "node"}, spec.args...)...)
 		p, err := startProc(fmt.Sprintf("rank %d (host %d)", r, host), argv, env)
 		if err != nil {

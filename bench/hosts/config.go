@@ -19,6 +19,7 @@ type config struct {
 	perHost    []int
 	rates      []rate
 	transports []string
+	topologies []string
 	algoEnv    string
 	algos      []string
 	env        []string
@@ -50,6 +51,7 @@ func parseConfig(args []string) (*config, error) {
 	perHost := fs.String("ranks", "2", "ranks per host, comma-separated: each count is a group of hosts x count ranks")
 	rates := fs.String("rates", "10gbit", "link rates, comma-separated (tc's spelling: 10gbit, 25gbit, 500mbit; off: no cap); bench runs at each, matrix and kill at the first")
 	transports := fs.String("transports", "tcp,auto", "CHOREO_TRANSPORT of the groups, comma-separated: tcp, shm, auto, or - to leave it unset")
+	topos := fs.String("topology", "hosts,flat", "how the groups see their hosts, comma-separated: hosts (as they are: two-level algorithms, shared memory inside a host under auto), flat (each rank a host of its own through CHOREO_HOST_ID: the flat algorithms, TCP for every pair)")
 	fs.StringVar(&c.algoEnv, "algo-env", "", "an environment variable that forces the collectives' algorithm; with -algos, every group runs once per value")
 	algos := fs.String("algos", "", "values of -algo-env, comma-separated (each a variant of every group)")
 	fs.Func("env", "NAME=VALUE added to every rank's environment (repeatable; the harness's own environment is passed on too)", func(s string) error {
@@ -80,7 +82,14 @@ func parseConfig(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("hosts: unexpected arguments %q", fs.Args())
 	}
-	return c, c.read(*only, *perHost, *rates, *transports, *algos)
+	if err := c.read(*only, *perHost, *rates, *transports, *algos); err != nil {
+		return nil, err
+	}
+	var err error
+	if c.topologies, err = names(*topos, topologies); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // read checks and converts the list flags.
@@ -123,19 +132,30 @@ func (c *config) read(only, perHost, rates, transports, algos string) error {
 // wants reports whether experiment name is to run.
 func (c *config) wants(name string) bool { return slices.Contains(c.only, name) }
 
-// variant is one way to run a group: its CHOREO_TRANSPORT and, where
-// -algo-env is given, the value of that variable.
+// topologies are the ways a group may see its hosts: "hosts", each
+// rank's own host identity (its host's ranks form one host of the
+// group's topology: the collectives may run in two levels, and auto
+// links a host's ranks by shared memory); "flat", every rank told it is a
+// host of its own (CHOREO_HOST_ID), so the group runs the flat algorithms
+// and auto links every pair by TCP, over the same capped links.
+var topologies = []string{"hosts", "flat"}
+
+// variant is one way to run a group: its CHOREO_TRANSPORT, whether the
+// ranks see one host per rank (flat), and, where -algo-env is given, the
+// value of that variable.
 type variant struct {
 	transport string
+	flat      bool
 	algo      string
 }
 
-// env is the variant's environment for the ranks.
-func (v variant) env(algoEnv string) []string {
-	if v.algo == "" {
-		return nil
+// spec is the variant's group of per ranks on each host running args.
+func (v variant) spec(per int, algoEnv string, args []string) clusterSpec {
+	s := clusterSpec{perHost: per, transport: v.transport, flat: v.flat, args: args}
+	if v.algo != "" {
+		s.env = []string{algoEnv + "=" + v.algo}
 	}
-	return []string{algoEnv + "=" + v.algo}
+	return s
 }
 
 // asked is the transport as the tables show it.
@@ -146,19 +166,57 @@ func (v variant) asked() string {
 	return v.transport
 }
 
-// variants is every transport, times every algorithm value when there are
-// some.
+// topology is the variant's topology as the tables show it.
+func (v variant) topology() string {
+	if v.flat {
+		return "flat"
+	}
+	return "hosts"
+}
+
+// tag names the variant in file names.
+func (v variant) tag() string {
+	t := v.asked() + "-" + v.topology()
+	if v.algo != "" {
+		t += "-" + v.algo
+	}
+	return t
+}
+
+// variantCols are the tables' columns that name a variant.
+func (c *config) variantCols() []string {
+	cols := []string{"CHOREO_TRANSPORT", "topology"}
+	if c.algoEnv != "" {
+		cols = append(cols, c.algoEnv)
+	}
+	return cols
+}
+
+// cells are v's cells under variantCols.
+func (c *config) cells(v variant) []string {
+	cells := []string{v.asked(), v.topology()}
+	if c.algoEnv != "" {
+		cells = append(cells, v.algo)
+	}
+	return cells
+}
+
+// variants is every transport, times every topology, times every
+// algorithm value when there are some.
 func (c *config) variants() []variant {
+	algos := c.algos
+	if len(algos) == 0 {
+		algos = []string{""}
+	}
 	var out []variant
 	for _, t := range c.transports {
 		if t == "-" {
 			t = ""
 		}
-		if len(c.algos) == 0 {
-			out = append(out, variant{transport: t})
-		}
-		for _, a := range c.algos {
-			out = append(out, variant{transport: t, algo: a})
+		for _, topo := range c.topologies {
+			for _, a := range algos {
+				out = append(out, variant{transport: t, flat: topo == "flat", algo: a})
+			}
 		}
 	}
 	return out

@@ -38,7 +38,7 @@ func (h *harness) killExperiment() (bool, error) {
 	}
 	t := h.newTable(fmt.Sprintf("kill: a rank on each host in turn SIGKILLed in a %s all-reduce soak at %s (pass: every survivor ErrPeerLost within %v)",
 		cfg.killSize, r, cfg.killWithin),
-		"hosts x ranks", "CHOREO_TRANSPORT", "joined with", "tries", "passed", "victims (rank@host)", "detection p50", "detection max", "survivors' exit max", "failures")
+		append(append([]string{"hosts x ranks"}, cfg.variantCols()...), "joined with", "tries", "passed", "victims (rank@host)", "detection p50", "detection max", "survivors' exit max", "failures")...)
 	total, passed := 0, 0
 	for _, per := range cfg.perHost {
 		for _, v := range cfg.variants() {
@@ -59,9 +59,9 @@ func (h *harness) killExperiment() (bool, error) {
 				}
 				h.log.Infow("kill", "try", k+1, "victim", o.victim, "host", o.host, "pass", o.pass, "reason", o.reason, "detection", detect[len(detect)-len(o.detect):])
 			}
-			t.row(fmt.Sprintf("%d x %d", cfg.hosts, per), v.asked(), joined, strconv.Itoa(cfg.killTries), strconv.Itoa(ok),
-				strings.Join(victims, " "), secs(quantile(detect, 0.5)), secs(quantile(detect, 1)), secs(quantile(exits, 1)),
-				firstFew(fails, 2))
+			t.row(append(append([]string{fmt.Sprintf("%d x %d", cfg.hosts, per)}, cfg.cells(v)...), joined,
+				strconv.Itoa(cfg.killTries), strconv.Itoa(ok), strings.Join(victims, " "), secs(quantile(detect, 0.5)),
+				secs(quantile(detect, 1)), secs(quantile(exits, 1)), firstFew(fails, 2))...)
 			total += cfg.killTries
 			passed += ok
 		}
@@ -74,7 +74,7 @@ func (h *harness) killExperiment() (bool, error) {
 // returns the outcome and the data planes the ranks joined with.
 func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined string) {
 	args := []string{"check", "soak", "--backend=" + h.cfg.backend, "--size=" + h.cfg.killSize, "--iters=100000", "--timeout=60s"}
-	c, err := h.startCluster(clusterSpec{perHost: per, transport: v.transport, env: v.env(h.cfg.algoEnv), args: args})
+	c, err := h.startCluster(v.spec(per, h.cfg.algoEnv, args))
 	o.host = k % h.cfg.hosts
 	o.victim = o.host*per + h.intn(per)
 	if err != nil {
@@ -84,7 +84,7 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 	defer c.kill()
 	defer func() {
 		if !o.pass {
-			if p := h.saveLog(fmt.Sprintf("kill-%dx%d-%s%s-try%d.log", h.cfg.hosts, per, v.asked(), v.algo, k+1), c.transcript()); p != "" {
+			if p := h.saveLog(fmt.Sprintf("kill-%dx%d-%s-try%d.log", h.cfg.hosts, per, v.tag(), k+1), c.transcript()); p != "" {
 				o.reason += " (" + p + ")"
 			}
 		}

@@ -22,7 +22,7 @@ func (h *harness) matrixExperiment() (bool, error) {
 		return false, err
 	}
 	t := h.newTable(fmt.Sprintf("matrix: `demo node check matrix` at %s (pass: every rank exits 0, every step exact)", r),
-		"hosts x ranks", "CHOREO_TRANSPORT", "joined with", "steps ok (each rank)", "steps failed", "time", "result")
+		append(append([]string{"hosts x ranks"}, cfg.variantCols()...), "joined with", "steps ok (each rank)", "steps failed", "time", "result")...)
 	groups, passed := 0, 0
 	for _, per := range cfg.perHost {
 		for _, v := range cfg.variants() {
@@ -35,8 +35,9 @@ func (h *harness) matrixExperiment() (bool, error) {
 			} else {
 				passed++
 			}
-			t.row(fmt.Sprintf("%d x %d", cfg.hosts, per), v.asked(), joined, steps, failed, secs(time.Since(t0)), result)
-			h.log.Infow("matrix", "hosts", cfg.hosts, "per host", per, "transport", v.asked(), "result", result)
+			t.row(append(append([]string{fmt.Sprintf("%d x %d", cfg.hosts, per)}, cfg.cells(v)...), joined, steps, failed,
+				secs(time.Since(t0)), result)...)
+			h.log.Infow("matrix", "hosts", cfg.hosts, "per host", per, "variant", v.tag(), "result", result)
 		}
 	}
 	h.summarize("matrix: %d of %d groups passed every step", passed, groups)
@@ -48,14 +49,14 @@ func (h *harness) matrixExperiment() (bool, error) {
 // planes joined with, and why it failed ("" when it passed).
 func (h *harness) matrixGroup(per int, v variant) (steps, failed, joined, fail string) {
 	args := []string{"check", "matrix", "--backend=" + h.cfg.backend}
-	c, err := h.startCluster(clusterSpec{perHost: per, transport: v.transport, env: v.env(h.cfg.algoEnv), args: args})
+	c, err := h.startCluster(v.spec(per, h.cfg.algoEnv, args))
 	if err != nil {
 		return "-", "-", "?", err.Error()
 	}
 	defer c.kill()
 	defer func() {
 		if fail != "" {
-			if p := h.saveLog(fmt.Sprintf("matrix-%dx%d-%s%s.log", h.cfg.hosts, per, v.asked(), v.algo), c.transcript()); p != "" {
+			if p := h.saveLog(fmt.Sprintf("matrix-%dx%d-%s.log", h.cfg.hosts, per, v.tag()), c.transcript()); p != "" {
 				fail += " (" + p + ")"
 			}
 		}

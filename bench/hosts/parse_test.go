@@ -91,12 +91,22 @@ func TestConfig(t *testing.T) {
 		t.Errorf("config %+v", c)
 	}
 	vs := c.variants()
-	if len(vs) != 6 || vs[0] != (variant{"tcp", "ring"}) || vs[5] != (variant{"", "hier"}) || vs[5].asked() != "(unset)" ||
-		!slices.Equal(vs[1].env(c.algoEnv), []string{"CHOREO_ALGO=hier"}) {
+	if len(vs) != 12 || vs[0] != (variant{"tcp", false, "ring"}) || vs[3] != (variant{"tcp", true, "hier"}) ||
+		vs[11] != (variant{"", true, "hier"}) || vs[11].asked() != "(unset)" || vs[11].tag() != "(unset)-flat-hier" {
 		t.Errorf("variants %+v", vs)
 	}
+	if s := vs[1].spec(2, c.algoEnv, []string{"bench"}); !slices.Equal(s.env, []string{"CHOREO_ALGO=hier"}) || s.flat || s.perHost != 2 {
+		t.Errorf("spec %+v", s)
+	}
+	if got := c.cells(vs[3]); !slices.Equal(got, []string{"tcp", "flat", "hier"}) {
+		t.Errorf("cells %q", got)
+	}
+	c, err = parseConfig([]string{"-topology", "flat"})
+	if err != nil || len(c.variants()) != 2 || !c.variants()[1].flat || len(c.variantCols()) != 2 {
+		t.Errorf("-topology flat: %+v, %v", c.variants(), err)
+	}
 	for _, bad := range [][]string{{"-algos", "ring"}, {"-transports", "udp"}, {"-ranks", "0"}, {"-rates", "fast"},
-		{"-env", "NOEQUALS"}, {"-only", "bench,fly"}, {"-hosts", "0"}, {"extra"}} {
+		{"-env", "NOEQUALS"}, {"-only", "bench,fly"}, {"-hosts", "0"}, {"-topology", "ring"}, {"extra"}} {
 		if _, err := parseConfig(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
