@@ -61,7 +61,8 @@ func (c *coll) ringReduceScatter(in, out []byte) error {
 		in, res, dt = widen(dt, in), make([]byte, len(out)*2), gpu.Float32
 	}
 	// Blocks other than ours are reduced in a work buffer on their way.
-	work := make([]byte, len(in))
+	work := getScratch(len(in))
+	defer putScratch(work)
 	spec := c.blockSpec(dt, 0, c.n-1, in, work)
 	acc := spec.acc
 	spec.acc = func(b int) []byte {
