@@ -8,7 +8,7 @@
 // Each pair of ranks shares one region: an anonymous memory file (memfd)
 // that the lower rank creates, seals against resizing and hands to the
 // higher one over the pair's unix socket, once each side has proved the
-// group's secret (HMAC, as tcp's handshake). Nothing is ever named under
+// group's secret (package mesh's handshake). Nothing is ever named under
 // /dev/shm: the kernel frees a region with its last mapping, so a closed
 // group, a dead rank and a crashed run leave nothing behind, and the
 // rendezvous sockets have abstract names that vanish with their process.

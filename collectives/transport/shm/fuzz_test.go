@@ -1,7 +1,8 @@
 package shm
 
-// Fuzz targets of what a peer can hand this rank: handshake messages,
-// socket frames and the slots of its lane. Run each with, for example:
+// Fuzz targets of what a peer can hand this rank: socket frames and the
+// slots of its lane (package mesh fuzzes the handshake). Run each with,
+// for example:
 //
 //	go test -run='^$' -fuzz='^FuzzSlots$' -fuzztime=10s ./collectives/transport/shm
 
@@ -17,23 +18,6 @@ import (
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
-
-// FuzzHandshake: any bytes decode to a message or an error, and what
-// decodes encodes back to the same bytes.
-func FuzzHandshake(f *testing.F) {
-	f.Add((&hsMsg{Version: protoVersion, Kind: hsHello, Group: 77, From: 1, Size: 2, Window: 1 << 20,
-		SlotSize: 4096, Slots: 2, Nonce: nonce()}).encode())
-	f.Add((&hsMsg{Version: protoVersion, Kind: hsVerdict, Status: stMAC}).encode())
-	f.Add([]byte("CHSM"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		for kind := uint8(hsHello); kind <= hsReady; kind++ {
-			m, err := decodeHS(b, kind)
-			if err == nil && !bytes.Equal(m.encode(), b) {
-				t.Fatalf("%x decodes to %+v, which encodes to %x", b, m, m.encode())
-			}
-		}
-	})
-}
 
 // FuzzFrame: any bytes parse to a frame or an error, and what parses
 // encodes back to the same bytes.

@@ -1,156 +1,202 @@
 package shm
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
+
+	"github.com/choreo-gpu/choreo/collectives/transport/mesh"
+	"golang.org/x/sys/unix"
 )
 
-// protoVersion is the protocol's version, carried by every handshake
-// message; a peer speaking another version is refused.
-const protoVersion = 2
+// The pair's socket is authenticated by package mesh (label "shm", the
+// higher rank dialing the lower one's rendezvous socket), whose handshake
+// carries each rank's hello (below). Once both sides have proved the
+// secret, setupRegion hands the region over: the lower rank creates it and
+// sends its descriptor (SCM_RIGHTS) with one byte; the higher rank checks
+// and maps it and answers one byte, 0 when it did. No region exists
+// before the dialer proved the secret, and the dialer maps nothing before
+// the acceptor proved it.
 
-// The handshake: five fixed 88-byte messages on the pair's socket, the
-// higher rank dialing the lower one's rendezvous socket (little endian):
-//
-//		magic "CHSM" [0:4], version u16 [4:6], kind u8 [6], status u8 [7],
-//		group u64 [8:16], from u32 [16:20], to u32 [20:24], size u32 [24:28],
-//		window u32 [28:32], slot size u32 [32:36], slots u32 [36:40],
-//		run hash [40:48], nonce or MAC [48:80], probe u64 [80:88]
-//
-//	 1. hello (dialer): its view of the group, the address of its
-//	    cross-memory probe word (0: single copy off; see cma.go) and a
-//	    fresh nonce.
-//	 2. challenge (acceptor): its view, the ring geometry it will create,
-//	    its probe word's address and a fresh nonce; or a refusal status and the close.
-//	 3. proof (dialer): HMAC-SHA256(secret, "choreo/shm/v1 dialer proof" ||
-//	    hello || challenge).
-//	 4. verdict (acceptor): when the proof holds, HMAC-SHA256(secret,
-//	    "choreo/shm/v1 acceptor proof" || hello || challenge) and, as
-//	    SCM_RIGHTS, the descriptor of the region it just created; else a
-//	    refusal.
-//	 5. ready (dialer): the region is checked and mapped, or a refusal.
-//
-// Both nonces are in every MAC, so a recorded handshake replays to
-// nothing; no region exists before the dialer proved the secret, and the
-// dialer maps nothing before the acceptor proved it.
-const hsSize = 88
-
-var hsMagic = [4]byte{'C', 'H', 'S', 'M'}
-
-// Handshake message kinds, in the order they are sent.
-const (
-	hsHello     = 1
-	hsChallenge = 2
-	hsProof     = 3
-	hsVerdict   = 4
-	hsReady     = 5
-)
-
-// Handshake statuses.
-const (
-	stOK        = 0
-	stVersion   = 1 // unknown protocol version
-	stGroup     = 2 // another group id or run: a rank of another run
-	stRank      = 3 // the ranks do not fit
-	stConfig    = 4 // size or limits disagree
-	stMAC       = 5 // the proof does not match the secret
-	stDuplicate = 6 // that pair is connected already
-	stRegion    = 7 // the region could not be made or used
-	stMax       = stRegion
-)
-
-var statusText = [...]string{
-	stOK:        "ok",
-	stVersion:   "protocol version mismatch",
-	stGroup:     "group or run mismatch",
-	stRank:      "rank mismatch",
-	stConfig:    "configuration mismatch",
-	stMAC:       "authentication failed",
-	stDuplicate: "duplicate connection",
-	stRegion:    "shared region failed",
+// hello is what a rank announces to each peer in the handshake (little
+// endian): window u32 [0:4] (its MaxBuffered), slot size u32 [4:8] and
+// slots u32 [8:12] (the geometry of the regions it creates), the run's
+// hash [12:20], the address of its cross-memory probe word u64 [20:28]
+// (0: single copy off; see cma.go).
+type hello struct {
+	window, slotSize, slots uint32
+	run                     [8]byte
+	probe                   uint64
 }
 
-// hsMsg is one handshake message. Hello and challenge carry the sender's
-// view (From is the sender) and a fresh nonce; proof and verdict carry a
-// MAC in Nonce; ready only a status.
-type hsMsg struct {
-	Version                 uint16
-	Kind, Status            uint8
-	Group                   uint64
-	From, To, Size          uint32
-	Window, SlotSize, Slots uint32
-	Run                     [8]byte
-	Nonce                   [32]byte
-	Probe                   uint64
+const helloSize = 28
+
+func (t *Transport) hello() hello {
+	return hello{window: uint32(t.cfg.MaxBuffered), slotSize: uint32(t.cfg.SlotSize), slots: uint32(t.cfg.Slots),
+		run: runHash(t.cfg.Run), probe: t.probeAddr()}
 }
 
-var errHandshake = errors.New("bad handshake message")
-
-func (m *hsMsg) encode() []byte {
-	b := make([]byte, hsSize)
+func (h hello) encode() []byte {
+	b := make([]byte, helloSize)
 	le := binary.LittleEndian
-	copy(b[0:4], hsMagic[:])
-	le.PutUint16(b[4:], m.Version)
-	b[6], b[7] = m.Kind, m.Status
-	le.PutUint64(b[8:], m.Group)
-	le.PutUint32(b[16:], m.From)
-	le.PutUint32(b[20:], m.To)
-	le.PutUint32(b[24:], m.Size)
-	le.PutUint32(b[28:], m.Window)
-	le.PutUint32(b[32:], m.SlotSize)
-	le.PutUint32(b[36:], m.Slots)
-	copy(b[40:48], m.Run[:])
-	copy(b[48:80], m.Nonce[:])
-	le.PutUint64(b[80:], m.Probe)
+	le.PutUint32(b[0:], h.window)
+	le.PutUint32(b[4:], h.slotSize)
+	le.PutUint32(b[8:], h.slots)
+	copy(b[12:20], h.run[:])
+	le.PutUint64(b[20:], h.probe)
 	return b
 }
 
-// decodeHS parses a handshake message of kind kind. It checks the length,
-// the magic, the kind and the status; the fields' meaning is the caller's
-// to check.
-func decodeHS(b []byte, kind uint8) (hsMsg, error) {
-	var m hsMsg
-	if len(b) != hsSize {
-		return m, fmt.Errorf("%w: %d bytes", errHandshake, len(b))
-	}
-	if [4]byte(b[0:4]) != hsMagic {
-		return m, fmt.Errorf("%w: not a choreo/shm peer (magic %q)", errHandshake, b[0:4])
+func decodeHello(b []byte) (hello, error) {
+	if len(b) != helloSize {
+		return hello{}, fmt.Errorf("a hello of %d bytes", len(b))
 	}
 	le := binary.LittleEndian
-	m = hsMsg{Version: le.Uint16(b[4:]), Kind: b[6], Status: b[7], Group: le.Uint64(b[8:]),
-		From: le.Uint32(b[16:]), To: le.Uint32(b[20:]), Size: le.Uint32(b[24:]),
-		Window: le.Uint32(b[28:]), SlotSize: le.Uint32(b[32:]), Slots: le.Uint32(b[36:]),
-		Run: [8]byte(b[40:48]), Nonce: [32]byte(b[48:80]), Probe: le.Uint64(b[80:])}
-	if m.Kind != kind {
-		return m, fmt.Errorf("%w: kind %d, want %d", errHandshake, m.Kind, kind)
-	}
-	if m.Status > stMax {
-		return m, fmt.Errorf("%w: status %d", errHandshake, m.Status)
-	}
-	return m, nil
+	return hello{window: le.Uint32(b[0:]), slotSize: le.Uint32(b[4:]), slots: le.Uint32(b[8:]),
+		run: [8]byte(b[12:20]), probe: le.Uint64(b[20:])}, nil
 }
 
-// MAC labels: each side's proof is bound to its role.
-const (
-	labelDialer   = "choreo/shm/v1 dialer proof"
-	labelAcceptor = "choreo/shm/v1 acceptor proof"
-)
-
-func handshakeMAC(secret []byte, label string, hello, challenge []byte) [32]byte {
-	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(label))
-	h.Write(hello)
-	h.Write(challenge)
-	return [32]byte(h.Sum(nil))
-}
-
-// refusal is the error a refused side reports.
-func refusal(st uint8) error {
-	return fmt.Errorf("refused by the peer: %s", statusText[st])
+// checkHello judges a peer's hello: the same run, a window in bounds.
+func (t *Transport) checkHello(_ int, b []byte) error {
+	h, err := decodeHello(b)
+	switch {
+	case err != nil:
+		return err
+	case h.run != runHash(t.cfg.Run):
+		return errors.New("another run")
+	case !windowOK(h.window):
+		return fmt.Errorf("window %d", h.window)
+	}
+	return nil
 }
 
 // windowOK checks an announced window.
 func windowOK(w uint32) bool { return w >= msgOverhead && w <= maxRegion }
+
+// region is a pair's mapped region and its geometry, as Setup leaves it
+// in the mesh.Link; Close unmaps it.
+type region struct {
+	mem []byte
+	g   geometry
+}
+
+func (r *region) Close() error {
+	unmap(r.mem)
+	return nil
+}
+
+// setupRegion hands the pair's region over on an authenticated link:
+// created and sent by the lower rank (the acceptor), mapped by the higher.
+func (t *Transport) setupRegion(_ context.Context, l *mesh.Link) error {
+	nc, ok := l.Conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("not a unix socket: %T", l.Conn)
+	}
+	if l.Dialed {
+		return t.mapRegion(nc, l)
+	}
+	g := geometry{slotSize: t.cfg.SlotSize, slots: t.cfg.Slots, group: t.cfg.Group, low: t.rank, high: l.Peer}
+	f, mem, err := newRegion(regionSize(g.slotSize, g.slots))
+	if err != nil {
+		return err
+	}
+	writeHeader(mem, g)
+	l.Extra = &region{mem: mem, g: g}
+	_, _, err = nc.WriteMsgUnix([]byte{0}, unix.UnixRights(int(f.Fd())), nil)
+	_ = f.Close()
+	if err != nil {
+		return err
+	}
+	var ready [2]byte
+	n, err := nc.Read(ready[:])
+	switch {
+	case err != nil:
+		return fmt.Errorf("waiting for the peer to map the region: %w", err)
+	case n != 1 || ready[0] != 0:
+		return errors.New("the peer could not map the region")
+	}
+	return nil
+}
+
+// mapRegion is the higher rank's side of setupRegion.
+func (t *Transport) mapRegion(nc *net.UnixConn, l *mesh.Link) error {
+	fd, err := readRegionFD(nc)
+	if err != nil {
+		return err
+	}
+	h, _ := decodeHello(l.Hello) // checked by checkHello
+	mem, g, err := mapPeerRegion(fd, int(h.slotSize), int(h.slots), t.cfg.Group, l.Peer, t.rank)
+	if err != nil {
+		_, _ = nc.Write([]byte{1})
+		return err
+	}
+	l.Extra = &region{mem: mem, g: g}
+	_, err = nc.Write([]byte{0})
+	return err
+}
+
+// readRegionFD reads the one byte and the one descriptor of a region's
+// hand-over.
+func readRegionFD(nc *net.UnixConn) (int, error) {
+	var b [2]byte
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := nc.ReadMsgUnix(b[:], oob)
+	if err != nil {
+		return -1, fmt.Errorf("waiting for the region: %w", err)
+	}
+	fds, err := rights(oob[:oobn])
+	if err != nil {
+		return -1, err
+	}
+	if n != 1 || b[0] != 0 || len(fds) != 1 {
+		for _, f := range fds {
+			closeFD(f)
+		}
+		return -1, fmt.Errorf("a region hand-over of %d bytes and %d descriptors", n, len(fds))
+	}
+	return fds[0], nil
+}
+
+// mapPeerRegion maps the region a lower rank handed over and checks its
+// header; it closes fd.
+func mapPeerRegion(fd, slotSize, slots int, group uint64, low, high int) ([]byte, geometry, error) {
+	defer closeFD(fd)
+	if slotSize < minSlotSize || slotSize > maxSlotSize || slotSize%64 != 0 || slots < minSlots || slots > maxSlots ||
+		regionSize(slotSize, slots) > maxRegion {
+		return nil, geometry{}, fmt.Errorf("region of %d slots of %d bytes out of bounds", slots, slotSize)
+	}
+	mem, err := openRegion(fd, regionSize(slotSize, slots))
+	if err != nil {
+		return nil, geometry{}, err
+	}
+	g, err := readHeader(mem, group, low, high)
+	if err != nil {
+		unmap(mem)
+		return nil, g, fmt.Errorf("region: %w", err)
+	}
+	return mem, g, nil
+}
+
+// rights returns the descriptors of the SCM_RIGHTS messages in oob.
+func rights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("control message: %w", err)
+	}
+	var fds []int
+	for i := range msgs {
+		f, err := unix.ParseUnixRights(&msgs[i])
+		if err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds, nil
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		_ = unix.Close(fd)
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// aLongTimeAgo is a deadline that wakes a blocked socket call at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
 // sock is a pair's socket once the handshake is done: the frames that
 // must not wait for ring space (see frame.go), and the peer's liveness:
 // its end closes when its process ends, however it ends.
