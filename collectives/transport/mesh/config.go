@@ -82,7 +82,11 @@ type Config struct {
 	// closed with the connection if Connect fails. An error closes the
 	// connection, which the dialer dials again.
 	Setup func(ctx context.Context, l *Link) error
-	// OnRefused, if set, hears of each connection refused (see Connect).
+	// OnRefused, if set, is called (from a connection's goroutine, during
+	// Connect; it must not block) with why each connection was refused;
+	// those the gate turned away for room (errors.Is(err, gate.ErrFull))
+	// come together, at most once a second, in one error that gives their
+	// number.
 	OnRefused func(error)
 }
 
