@@ -67,6 +67,10 @@ func (c *nodeBenchCmd) Run(g *globals) error {
 // collectives.FromEnv), on its own runtime and device.
 func joinWorld(log *zap.Logger, backend string, timeout time.Duration) (*world, error) {
 	cfg := collectives.FromEnv()
+	forced, err := algorithmOption()
+	if err != nil {
+		return nil, err
+	}
 	w, err := openWorld(log.With(zap.Int("rank", cfg.Rank)), backend)
 	if err != nil {
 		return nil, err
@@ -76,7 +80,7 @@ func joinWorld(log *zap.Logger, backend string, timeout time.Duration) (*world, 
 	}
 	w.obs = observeRank(cfg.Rank)
 	g, err := collectives.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout),
-		collectives.WithDevice(w.dev)}, w.obs.options()...)...)
+		collectives.WithDevice(w.dev)}, append(w.obs.options(), forced...)...)...)
 	if err == nil {
 		w.joined, w.path = true, g.DataPath()
 		err = w.hold([]*collectives.Group{g})
