@@ -7,7 +7,9 @@
 // full-duplex NICs on a switch. It runs demo ranks there (`demo node
 // bench`, `demo node check matrix`, `demo node check soak`) and prints
 // markdown tables: each op and size's p50 and bus bandwidth per group of
-// hosts x ranks, rate and transport; the check matrix's result; and how
+// hosts x ranks, rate, transport and topology (the ranks seeing their
+// hosts, or each rank a host of its own: two-level against flat
+// algorithms over the same links); the check matrix's result; and how
 // long every survivor takes to fail with ErrPeerLost after a rank on
 // either host is killed.
 //
@@ -18,7 +20,7 @@
 // killed outright. See README.md.
 //
 //	go run ./bench/hosts                                 # 2 hosts x 2 ranks at 10 Gbit/s
-//	go run ./bench/hosts -ranks 4 -rates 10gbit,25gbit -transports tcp,auto
+//	go run ./bench/hosts -ranks 4 -rates 10gbit,25gbit -transports tcp,auto -topology hosts,flat
 package main
 
 import (
