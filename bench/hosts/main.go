@@ -125,7 +125,7 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 	var once sync.Once
 	cleanup := func() {
 		once.Do(func() {
-			kids.killAll()
+			kids.stop()
 			h.waitChildren(10 * time.Second)
 			if err := h.net.close(); err != nil {
 				log.Errorw("deleting the hosts", "err", err)

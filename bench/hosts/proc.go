@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,11 +37,12 @@ type proc struct {
 }
 
 // children is every process the harness started and has not reaped, by
-// pid, so that killAll ends them on the way out (interrupt included).
-// Safe for concurrent use.
+// pid, so that stop ends them on the way out (interrupt included); once
+// stopped, no child starts. Safe for concurrent use.
 type children struct {
-	mu   sync.Mutex
-	pids map[int]bool
+	mu      sync.Mutex
+	pids    map[int]bool
+	stopped bool
 }
 
 // kids is the harness's one registry.
@@ -57,9 +59,10 @@ func startProc(name string, argv, env []string) (*proc, error) {
 	}
 	cmd.Stderr = cmd.Stdout
 	p := &proc{name: name, cmd: cmd, news: make(chan struct{}, 1), done: make(chan struct{})}
-	kids.mu.Lock() // held across Start: killAll cannot miss a child being born
-	err = cmd.Start()
-	if err == nil {
+	kids.mu.Lock() // held across Start: stop cannot miss a child being born
+	if kids.stopped {
+		err = errStopped
+	} else if err = cmd.Start(); err == nil {
 		kids.pids[cmd.Process.Pid] = true
 	}
 	kids.mu.Unlock()
@@ -173,10 +176,15 @@ func (p *proc) lastLine(n int) string {
 	return "(no output)"
 }
 
-// killAll sends SIGKILL to every registered child's process group.
-func (c *children) killAll() {
+// errStopped is startProc's answer once the harness is ending.
+var errStopped = errors.New("hosts: stopping: no new process")
+
+// stop refuses every later start and sends SIGKILL to every registered
+// child's process group.
+func (c *children) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stopped = true
 	for pid := range c.pids {
 		_ = syscall.Kill(-pid, syscall.SIGKILL) // ESRCH: it has just exited
 	}
