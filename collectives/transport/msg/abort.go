@@ -60,9 +60,7 @@ func (e *Endpoint) sweep(tag transport.Tag, a error) {
 // message stays matched until its last chunk or its retraction arrives.
 // p.mu is held.
 func (p *Peer) sweepQueue(tag transport.Tag, q *tagQ, a error) {
-	for _, r := range q.posted {
-		p.end(r, a)
-	}
+	p.failPosted(q, a)
 	for _, m := range q.arrived {
 		if m.eager {
 			p.consumed(m.cost)
@@ -73,5 +71,5 @@ func (p *Peer) sweepQueue(tag transport.Tag, q *tagQ, a error) {
 	if q.active != nil && q.active.op != nil {
 		p.end(q.active.op, a)
 	}
-	delete(p.queues, tag)
+	p.dropQueue(tag, q)
 }

@@ -25,16 +25,18 @@ func (p *Peer) Eager(tag transport.Tag, n int) (*Sink, error) {
 		p.consumed(cost)
 		return &discard, nil
 	}
-	m := &inMsg{tag: tag, eager: true, size: n, cost: cost}
 	q := p.queues[tag]
 	if q == nil || q.active != nil || len(q.arrived) > 0 || len(q.posted) == 0 {
-		m.data = make([]byte, n)
+		m := p.newEager(tag, n, cost)
+		if cap(m.data) >= n {
+			m.data = m.data[:n]
+		} else {
+			m.data = make([]byte, n)
+		}
 		return m.sinkOf(p, sinkBuf, 0, n), nil
 	}
 	// A Recv waits: the bytes go straight into its buffer.
-	r := q.posted[0]
-	q.posted[0] = nil
-	q.posted = q.posted[1:]
+	r := pop(&q.posted)
 	r.state = opMatched
 	if len(r.buf) != n {
 		p.consumed(cost)
@@ -42,6 +44,7 @@ func (p *Peer) Eager(tag transport.Tag, n int) (*Sink, error) {
 		p.tidy(tag, q)
 		return &discard, nil
 	}
+	m := p.newEager(tag, n, cost)
 	m.op = r
 	r.m = m
 	q.active = m

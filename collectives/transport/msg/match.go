@@ -73,21 +73,23 @@ type op struct {
 	halt    atomic.Bool
 	waiting atomic.Bool // in the link's Wait
 	m       *inMsg
+	ready   func() bool // done or job holds a value (made once per op: ops are recycled)
 }
 
 func (p *Peer) queue(tag transport.Tag) *tagQ {
 	q := p.queues[tag]
 	if q == nil {
-		q = &tagQ{}
+		q = p.newQueue()
 		p.queues[tag] = q
 	}
 	return q
 }
 
-// tidy drops tag's queue once it holds nothing.
+// tidy drops (and recycles) tag's queue once it holds nothing: the
+// caller must not use q after it.
 func (p *Peer) tidy(tag transport.Tag, q *tagQ) {
 	if len(q.arrived) == 0 && len(q.posted) == 0 && q.active == nil && p.queues[tag] == q {
-		delete(p.queues, tag)
+		p.dropQueue(tag, q)
 	}
 }
 
@@ -102,7 +104,8 @@ func (p *Peer) arrivedLocked(tag transport.Tag) bool {
 // end ends Recv r with err unless it already ended: a posted r leaves its
 // queue; a matched r is detached from its message (whose remaining bytes
 // are then dropped); a busy r is ended by its busy side. An r that waits
-// in the link's Wait and fails is woken there. p.mu is held.
+// in the link's Wait and fails is woken there. Once done holds its value
+// r is not touched (its Recv may recycle it). p.mu is held.
 func (p *Peer) end(r *op, err error) {
 	if r.state == opDone {
 		return
@@ -130,32 +133,41 @@ func (p *Peer) end(r *op, err error) {
 		r.m.op = nil
 	}
 	r.state = opDone
+	wake, lane := err != nil && r.waiting.Load(), r.lane
 	r.done <- err
-	if err != nil && r.waiting.Load() {
-		p.link.Wake(r.lane)
+	if wake {
+		p.link.Wake(lane)
 	}
+}
+
+// failPosted ends tag queue q's posted Recvs with err, leaving q (and
+// p.queues) as they are but for that. p.mu is held.
+func (p *Peer) failPosted(q *tagQ, err error) {
+	for i, r := range q.posted {
+		q.posted[i] = nil
+		r.state = opMatched // off the queue already: end leaves q alone
+		p.end(r, err)
+	}
+	q.posted = q.posted[:0]
 }
 
 // match pairs tag's arrived messages with its posted Recvs, in order.
 // p.mu is held.
 func (p *Peer) match(tag transport.Tag, q *tagQ) {
 	for q.active == nil && len(q.posted) > 0 && len(q.arrived) > 0 {
-		m := q.arrived[0]
-		q.arrived[0] = nil
-		q.arrived = q.arrived[1:]
-		r := q.posted[0]
-		q.posted[0] = nil
-		q.posted = q.posted[1:]
+		m := pop(&q.arrived)
+		r := pop(&q.posted)
 		r.state = opMatched
 		switch {
 		case m.eager:
 			p.consumed(m.cost)
 			if len(r.buf) != m.size {
 				p.end(r, sizeErr(m.size, len(r.buf)))
-				continue
+			} else {
+				copy(r.buf, m.data)
+				p.end(r, nil)
 			}
-			copy(r.buf, m.data)
-			p.end(r, nil)
+			p.putEager(m)
 		case len(r.buf) != m.size:
 			p.rts--
 			p.link.Answer(m.lane, m.id, SizeMismatch)

@@ -44,6 +44,8 @@ type Peer struct {
 	rts     int               // rendezvous messages held (queued or matched)
 	inBuf   int64             // window bytes the peer filled and not yet handed back
 	owed    int64             // of those, bytes consumed (to hand back)
+	freeQ   []*tagQ           // recycled tag queues
+	freeM   []*inMsg          // recycled eager messages
 }
 
 // newPeer is the Peer of link l to rank r, with the link's limits.
@@ -162,9 +164,7 @@ func (p *Peer) protocol(err error) {
 // delivered); the rest of what is held is dropped. p.mu is held.
 func (p *Peer) failAllLocked(err error) {
 	for tag, q := range p.queues {
-		for _, r := range q.posted {
-			p.end(r, err)
-		}
+		p.failPosted(q, err)
 		if q.active != nil && q.active.op != nil {
 			p.end(q.active.op, err)
 		}
@@ -175,11 +175,10 @@ func (p *Peer) failAllLocked(err error) {
 			}
 		}
 		clear(q.arrived[len(kept):])
+		q.arrived, q.active = kept, nil
 		if len(kept) == 0 {
-			delete(p.queues, tag)
-			continue
+			p.dropQueue(tag, q)
 		}
-		*q = tagQ{arrived: kept}
 	}
 	for id, s := range p.sends {
 		s.failWith(p, err)

@@ -19,27 +19,27 @@ func (e *Endpoint) recv(ctx context.Context, src int, tag transport.Tag, into []
 	if err := transport.CtxError(ctx); err != nil {
 		return err
 	}
-	r := &op{buf: into, tag: tag, lane: p.link.LaneOf(tag), done: make(chan error, 1), state: opPosted}
-	if p.sc != nil {
-		r.job = make(chan *inMsg, 1)
-	}
+	r := getOp(into, tag, p.link.LaneOf(tag))
 	p.mu.Lock()
 	if err := p.checkLocked(tag); err != nil && (err != p.lost || !p.arrivedLocked(tag)) {
 		p.mu.Unlock()
+		putOp(r)
 		return err
 	}
 	q := p.queue(tag)
 	q.posted = append(q.posted, r)
 	p.match(tag, q)
 	p.mu.Unlock()
-	return p.await(ctx, r)
+	err = p.await(ctx, r)
+	putOp(r)
+	return err
 }
 
 // await waits for Recv r's end: in the link's Wait (which may read the
 // message on this goroutine), reading a message offered by address
 // itself, and ending r when ctx ends.
 func (p *Peer) await(ctx context.Context, r *op) error {
-	ready := func() bool { return len(r.done) > 0 || len(r.job) > 0 }
+	ready := r.ready
 	var w waiter
 	for ctx.Err() == nil {
 		if !ready() {

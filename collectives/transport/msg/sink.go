@@ -92,6 +92,7 @@ func (s *Sink) Done() error {
 	switch {
 	case s.kind == sinkBuf && p.e.aborts.Of(m.tag) != nil:
 		p.consumed(m.cost)
+		p.putEager(m)
 	case s.kind == sinkBuf:
 		q := p.queue(m.tag)
 		q.arrived = append(q.arrived, m)
@@ -105,6 +106,7 @@ func (s *Sink) Done() error {
 			q.active = nil
 			p.match(m.tag, q)
 		}
+		p.putEager(m) // s is m's: the link leaves it after Done
 	case m.got == m.size:
 		if q := p.complete(m); q != nil {
 			p.match(m.tag, q)
