@@ -1,23 +1,17 @@
 package shm
 
 import (
-	"context"
-	"crypto/rand"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
 // testSecret is the secret of the groups the tests build.
-var testSecret = func() []byte {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return b
-}()
+var testSecret = transporttest.Secret()
 
 var runs atomic.Uint64
 
@@ -40,30 +34,13 @@ func build(t testing.TB, n int, tweak func(*Config)) []*Transport {
 	t.Helper()
 	needShm(t)
 	run := testRun(t)
-	ts := make([]*Transport, n)
-	errs := make([]error, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for r := range n {
-		cfg := Config{Rank: r, Size: n, Group: 77, Run: run, Secret: testSecret}
-		if tweak != nil {
-			tweak(&cfg)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ts[r], errs[r] = Connect(ctx, cfg)
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			closeAll(ts)
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	return ts
+	cfg := func(r int) Config { return Config{Rank: r, Size: n, Group: 77, Run: run, Secret: testSecret} }
+	return transporttest.ConnectGroup(t, n, cfg, tweak, Connect)
+}
+
+// asMake is build as the conformance suite's MakeFunc.
+func asMake(tweak func(*Config)) transporttest.MakeFunc {
+	return func(t *testing.T, n int) []transport.Transport { return asTransports(build(t, n, tweak)) }
 }
 
 func closeAll(ts []*Transport) {
@@ -74,10 +51,4 @@ func closeAll(ts []*Transport) {
 	}
 }
 
-func asTransports(ts []*Transport) []transport.Transport {
-	out := make([]transport.Transport, len(ts))
-	for i, t := range ts {
-		out[i] = t
-	}
-	return out
-}
+func asTransports(ts []*Transport) []transport.Transport { return transporttest.Transports(ts) }

@@ -10,24 +10,12 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
+// The conformance suite, with the defaults and tight: small slots, a
+// short ring and a small window, so that messages go in many chunks,
+// senders wait for room and the window runs out (sends fall back to
+// rendezvous).
 func TestConformance(t *testing.T) {
-	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
-		return asTransports(build(t, n, nil))
-	})
-}
-
-// Small slots, a short ring and a small window: messages go in many
-// chunks, senders wait for room, and the window runs out (sends fall back
-// to rendezvous).
-func TestConformanceTight(t *testing.T) {
-	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
-		return asTransports(build(t, n, func(c *Config) {
-			c.SlotSize = 4096
-			c.Slots = 2
-			c.MaxBuffered = 16 << 10
-			c.EagerMax = 4096
-		}))
-	})
+	transporttest.RunTight(t, asMake, func(c *Config) { c.SlotSize, c.Slots, c.MaxBuffered, c.EagerMax = 4096, 2, 16<<10, 4096 })
 }
 
 // A group of one rank connects at once, has no peer, and closes.

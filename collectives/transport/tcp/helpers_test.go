@@ -2,21 +2,15 @@ package tcp
 
 import (
 	"context"
-	"crypto/rand"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
 // testSecret is the secret of the groups the tests build.
-var testSecret = func() []byte {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return b
-}()
+var testSecret = transporttest.Secret()
 
 // listeners opens n listeners on 127.0.0.1 with ports the OS picks.
 func listeners(t testing.TB, n int) ([]*Listener, []string) {
@@ -38,42 +32,15 @@ func listeners(t testing.TB, n int) ([]*Listener, []string) {
 func build(t testing.TB, n int, tweak func(*Config)) []*Transport {
 	t.Helper()
 	ls, addrs := listeners(t, n)
-	ts := make([]*Transport, n)
-	errs := make([]error, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for r := range n {
-		cfg := Config{Rank: r, Size: n, Group: 77, Addrs: addrs, Secret: testSecret}
-		if tweak != nil {
-			tweak(&cfg)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ts[r], errs[r] = ls[r].Connect(ctx, cfg)
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			for _, tr := range ts {
-				if tr != nil {
-					_ = tr.Close()
-				}
-			}
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	return ts
+	cfg := func(r int) Config { return Config{Rank: r, Size: n, Group: 77, Addrs: addrs, Secret: testSecret} }
+	return transporttest.ConnectGroup(t, n, cfg, tweak, func(ctx context.Context, c Config) (*Transport, error) {
+		return ls[c.Rank].Connect(ctx, c)
+	})
 }
 
-func asTransports(ts []*Transport) []transport.Transport {
-	out := make([]transport.Transport, len(ts))
-	for i, t := range ts {
-		out[i] = t
-	}
-	return out
+// group is build as the conformance suite's MakeFunc.
+func group(tweak func(*Config)) transporttest.MakeFunc {
+	return func(t *testing.T, n int) []transport.Transport { return transporttest.Transports(build(t, n, tweak)) }
 }
 
 // tcpOverhead is what an eager message costs of the window beyond its
