@@ -1,6 +1,10 @@
 // Package transporttest is the conformance suite for transport.Transport
 // implementations, in the style of hashicorp/raft's transport tests: every
-// implementation runs the same checks through Run.
+// implementation runs the same checks through Run, and every msg.Link
+// through RunLink. It also holds what transport packages' tests share
+// (the polling check Polling; ConnectGroup, and CarrierMake for a group
+// over any registered carrier) and an in-memory pipe link, registered as
+// a carrier by RegisterPipeCarrier.
 package transporttest
 
 import (
