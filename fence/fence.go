@@ -19,20 +19,21 @@ type Input interface {
 }
 
 // Guarded is an output a GPU-side wait protects: if the fence is released
-// by failure, Fail is called with the cause before any GPU wait passes
-// (R11). Fail runs outside the fence's lock and a panic in it is
-// recovered; it must not block.
+// by failure, Fail is called with the cause before any GPU wait passes, so
+// the output never reads as valid data. Fail runs outside the fence's lock
+// and a panic in it is recovered; it must not block.
 type Guarded interface {
 	Fail(err error)
 }
 
-// noCopy makes go vet's copylocks check report any copy of a Fence (R4).
+// noCopy makes go vet's copylocks check report any copy of a Fence, so
+// no copy can become a second releaser.
 type noCopy struct{}
 
 func (*noCopy) Lock()   {}
 func (*noCopy) Unlock() {}
 
-// Fence is the single shared handle of one fence (R4): pass the pointer
+// Fence is the single shared handle of one fence: pass the pointer
 // through messages, closures and retries; there is no other handle, and
 // copying the struct is reported by go vet. Its methods are safe for
 // concurrent use. Every path out of a choreography must end in Release or
@@ -65,7 +66,7 @@ type state struct {
 	done       bool  // released (no new step is taken)
 	stopped    bool  // the stop value is stored: the words may be recycled
 	cause      error // why, for waiters; nil until released
-	pending    int   // queued GPU commands that name the words (R9)
+	pending    int   // queued GPU commands that name the words
 	returned   bool  // words handed back to the manager
 	guarded    []Guarded
 	maxGPUWait uint32
@@ -150,7 +151,7 @@ func (f *Fence) Trace() []Step {
 // UpdateGPU encodes on s, after everything already enqueued there, a raise
 // of the GPU word to the GPU side's next count: the CPU side's matching
 // Wait returns once x (and all earlier work on s) is complete and visible
-// (R7). x may be nil. If x is produced on another stream and not yet
+// to the CPU. x may be nil. If x is produced on another stream and not yet
 // complete, UpdateGPU fails with ErrCrossStream.
 func (f *Fence) UpdateGPU(s *streams.GPU, x Input) error {
 	return f.UpdateGPUAfter(s, x, nil, nil)
@@ -217,8 +218,8 @@ func (st *state) doneThen(done func(error)) func(error) {
 
 // WaitGPU encodes on s a wait for the CPU word to reach the GPU side's next
 // count: every later command on s is held back until the CPU side's
-// matching Update (or a release) (R8). out, if not nil, is failed if the
-// fence is released by failure (R11). The returned Event completes once the
+// matching Update (or a release). out, if not nil, is failed if the
+// fence is released by failure. The returned Event completes once the
 // stream has passed the wait: it is the readiness of out.
 func (f *Fence) WaitGPU(s *streams.GPU, out Guarded) (streams.Event, error) {
 	return f.WaitGPUThen(s, out, nil, nil)
@@ -270,7 +271,7 @@ func (f *Fence) WaitGPUThen(s *streams.GPU, out Guarded, cmds []gpu.Command, don
 // side's next count is reached), the fence is released (an error wrapping
 // ErrReleased and the cause), or ctx ends (an error wrapping ErrTimeout and
 // ctx.Err() for a deadline). It never waits without a bound when ctx has
-// one, and the fence's own deadline releases it in any case (R10).
+// one, and the fence's own deadline releases it in any case.
 func (f *Fence) Wait(ctx context.Context) error {
 	st := f.st
 	st.mu.Lock()
@@ -301,7 +302,7 @@ func (f *Fence) Wait(ctx context.Context) error {
 
 // Update raises the CPU word to the CPU side's next count, letting the GPU
 // side's matching WaitGPU pass. After a release it returns the release's
-// error and changes nothing (R5).
+// error and changes nothing: a released fence stays released.
 func (f *Fence) Update() error {
 	st := f.st
 	st.mu.Lock()
@@ -328,7 +329,7 @@ func (f *Fence) Update() error {
 func (f *Fence) Release() { f.st.release(nil) }
 
 // Fail releases the fence by failure: the guarded outputs fail with an error
-// wrapping ErrReleased and cause (R11), then every wait passes (R5).
+// wrapping ErrReleased and cause, then every wait passes.
 // Idempotent: only the first release counts.
 func (f *Fence) Fail(cause error) {
 	if cause == nil {
@@ -340,7 +341,8 @@ func (f *Fence) Fail(cause error) {
 // release implements Release and Fail: mark guarded outputs failed, store
 // the stop value once, wake CPU waiters, tell the manager. The guarded
 // outputs' Fail is user code: it runs outside the fence's lock, recovered,
-// and before the stop value lets any GPU wait pass (R11).
+// and before the stop value lets any GPU wait pass, so no guarded output
+// is read as valid before it is marked failed.
 func (st *state) release(cause error) {
 	st.mu.Lock()
 	if st.done {
@@ -404,7 +406,7 @@ func (st *state) commandDone(err error) {
 }
 
 // takeIdleLocked reports, exactly once, that the fence is released and no
-// queued command names its words any more (R9).
+// queued command names its words any more: only then may they be reused.
 func (st *state) takeIdleLocked() bool {
 	if st.stopped && st.pending == 0 && !st.returned {
 		st.returned = true

@@ -47,8 +47,8 @@ func newKitRig(t *testing.T) *kitRig {
 // TestKitFenceGPUSides: UpdateGPU puts one WriteValue of the GPU side's
 // next count on the stream after the input's producer, WaitGPU one
 // WaitValue of the next count; the two name different words (the GPU
-// writes one, the CPU the other: R6), and the CPU side's Wait and Update
-// meet them at the same counts (R2).
+// writes one, the CPU the other, so each has one writer), and the CPU
+// side's Wait and Update meet them at the same counts.
 func TestKitFenceGPUSides(t *testing.T) {
 	r := newKitRig(t)
 	in, err := array.Full(r.s, []int{4}, array.Float32, 2)
@@ -124,8 +124,8 @@ func TestKitFenceUpdateAfterFailedCommand(t *testing.T) {
 }
 
 // TestKitFenceFailReleasesGPUWait: a GPU-side wait whose CPU update never
-// comes passes once the fence fails (R5), and the output it guards fails
-// with the cause (R11); the stream got the wait and nothing else.
+// comes passes once the fence fails, and the output it guards fails
+// with the cause; the stream got the wait and nothing else.
 func TestKitFenceFailReleasesGPUWait(t *testing.T) {
 	r := newKitRig(t)
 	out := guarded(t, r.s, r.f)

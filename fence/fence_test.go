@@ -67,8 +67,9 @@ func blocker(t *testing.T, r *rig) func() {
 	return func() { w.Store(1) }
 }
 
-// choreography runs one of DESIGN section 1's four shapes the way a
-// collective does: the GPU side first, then the comm task.
+// choreography runs one of the four shapes (allreduce, allgather, send,
+// recv) the way a collective does: the GPU side first, then the comm task.
+// Send has no GPU-side wait; recv has no GPU-side update.
 func choreography(t *testing.T, r *rig, shape string, withEvent bool) []fence.Step {
 	t.Helper()
 	f, err := testenv.Fences(t, r.rt).New(r.dev, fence.WithTimeout(10*time.Second))
@@ -85,7 +86,7 @@ func choreography(t *testing.T, r *rig, shape string, withEvent bool) []fence.St
 		}
 		in.SetEvent(streams.Event{})
 	}
-	hasEvent := !in.Ready() // R3: decided once, drives both sides
+	hasEvent := !in.Ready() // decided once, drives both sides
 	if withEvent && !hasEvent {
 		// The fill already completed: force the flag the test asked for.
 		hasEvent = true
@@ -157,6 +158,9 @@ func choreography(t *testing.T, r *rig, shape string, withEvent bool) []fence.St
 	return f.Trace()
 }
 
+// TestR2Timelines: each side counts its own calls and uses the count as the
+// value, so each shape, with and without an input event, records exactly
+// the expected (side, op, value) sequence.
 func TestR2Timelines(t *testing.T) {
 	r := newRig(t)
 	gu := func(v uint32) fence.Step { return fence.Step{Side: fence.GPUSide, Op: fence.OpUpdate, Value: v} }
@@ -280,6 +284,10 @@ func TestR4CopyIsAVetError(t *testing.T) {
 	}
 }
 
+// TestR5R6ReleaseIsStickyAndMonotonic: a release stores the stop value once
+// and lets a queued GPU wait pass; a GPU update queued before the release
+// neither lowers the CPU word nor is lost; a second release changes
+// nothing; Update and Wait after a release return ErrReleased.
 func TestR5R6ReleaseIsStickyAndMonotonic(t *testing.T) {
 	r := newRig(t)
 	f, err := testenv.Fences(t, r.rt).New(r.dev)
@@ -296,7 +304,7 @@ func TestR5R6ReleaseIsStickyAndMonotonic(t *testing.T) {
 		t.Fatal(err)
 	}
 	unblockLater := blocker(t, r)
-	if _, err := f.WaitGPU(r.s, nil); err != nil { // keeps the words named (R9) while we look
+	if _, err := f.WaitGPU(r.s, nil); err != nil { // keeps the words named while we look
 		t.Fatal(err)
 	}
 	defer unblockLater()
@@ -328,6 +336,9 @@ func TestR5R6ReleaseIsStickyAndMonotonic(t *testing.T) {
 	}
 }
 
+// TestR9WordsNotReusedWhileQueued: the words of a fence released while a
+// queued GPU command still names them are not handed to a new fence until
+// that command has run; then they come back to the pool, reset to 0.
 func TestR9WordsNotReusedWhileQueued(t *testing.T) {
 	// A pool large enough that recycled words are kept, not freed.
 	r := newRig(t)
@@ -397,6 +408,10 @@ func TestR10WaitTimesOut(t *testing.T) {
 	}
 }
 
+// TestR10R11WatchdogReleasesAbandonedFence: a fence nobody updates is
+// released by the watchdog at its deadline; the GPU queue behind it goes
+// on, the output it guards fails with ErrTimeout and ErrReleased, and the
+// fence leaves the live set.
 func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
 	r := newRig(t)
 	f, err := testenv.Fences(t, r.rt).New(r.dev, fence.WithTimeout(50*time.Millisecond))

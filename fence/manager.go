@@ -17,8 +17,9 @@ import (
 
 // Manager is the handle of the fence actor: one per runtime. The actor owns
 // every fence word: it allocates them per device, keeps a few pairs ready in
-// a pool so New takes one without a round trip (R13), takes words back only
-// once no queued GPU command names them (R9), and runs the watchdog (R10).
+// a pool so New takes one without a round trip, takes words back only
+// once no queued GPU command names them, and runs the watchdog that
+// releases fences whose deadline passed.
 // The Manager's methods are safe for concurrent use.
 type Manager struct {
 	cfg config
@@ -223,7 +224,8 @@ func (m *Manager) forget(st *state) {
 	}
 }
 
-// recycle hands a released, idle fence's words back to the actor (R9).
+// recycle hands a released, idle fence's words back to the actor; it is
+// called only once no queued command names them.
 func (m *Manager) recycle(st *state) {
 	p := st.pool
 	p.mu.Lock()

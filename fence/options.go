@@ -58,7 +58,8 @@ type fenceConfig struct {
 // Option configures one fence.
 type Option func(*fenceConfig)
 
-// WithDeadline makes the watchdog release the fence at t (R10).
+// WithDeadline makes the watchdog release the fence at t, so
+// no wait on it outlives t.
 func WithDeadline(t time.Time) Option { return func(c *fenceConfig) { c.deadline = t } }
 
 // WithTimeout makes the watchdog release the fence d from now.

@@ -35,7 +35,7 @@ func (o Op) String() string {
 }
 
 // Step is one call recorded on a fence: which side, which call, and the
-// value it used (R2).
+// value it used (the side's count of its calls so far).
 type Step struct {
 	Side  Side
 	Op    Op
