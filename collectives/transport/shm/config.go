@@ -2,7 +2,6 @@ package shm
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
@@ -11,18 +10,17 @@ import (
 
 // Defaults of Config's limits.
 const (
-	DefaultSlotSize    = 1 << 20 // a ring chunk (algo's DefaultNetChunkBytes) in one slot
-	DefaultSlots       = 16
-	DefaultEagerMax    = 65 << 10 // 64 KiB and a small header (a 2-rank all-reduce's signature)
+	DefaultSlotSize = 1 << 20 // a ring chunk (algo's DefaultNetChunkBytes) in one slot
+	// DefaultEagerMax is capped by the pair's SlotSize.
+	DefaultEagerMax    = msg.DefaultEagerMax
 	DefaultMaxBuffered = msg.DefaultMaxBuffered
-	// DefaultHeartbeatInterval is the longest default HeartbeatInterval:
-	// the heartbeat also moves what arrives while nothing waits on a peer.
-	DefaultHeartbeatInterval = 250 * time.Millisecond
-	DefaultPeerTimeout       = 10 * time.Second
-	// DefaultHandshakeTimeout bounds one connection's handshake.
-	DefaultHandshakeTimeout = 5 * time.Second
-	// MinSecret is the shortest Secret accepted.
-	MinSecret = 16
+	MinSecret          = msg.MinSecret
+	DefaultSlots       = 16
+
+	// Liveness and handshake: the defaults every carrier shares.
+	DefaultPeerTimeout       = msg.DefaultPeerTimeout
+	DefaultHeartbeatInterval = msg.DefaultHeartbeatInterval
+	DefaultHandshakeTimeout  = msg.DefaultHandshakeTimeout
 
 	// Bounds of the ring geometry: a region holds two rings of Slots
 	// slots of SlotSize bytes (plus a slot header each).
@@ -50,8 +48,8 @@ type Config struct {
 	// bytes); the handshake proves it, never sends it, and a region is
 	// handed only to a peer that proved it.
 	Secret []byte
-	// Peers are the ranks this rank links to, in increasing order (nil:
-	// every other rank). A rank listed here must list this one.
+	// Peers are the ranks this rank links to (nil: every other rank). A
+	// rank listed here must list this one.
 	Peers []int
 
 	// SlotSize is the payload bytes of one ring slot (a multiple of 64);
@@ -105,20 +103,21 @@ type Config struct {
 	OnRefused func(error)
 }
 
-// normalize checks c and fills in the defaults.
+// normalize checks c and fills in the defaults: the shared ones through
+// msg.Common (Peers come back sorted), then the rings' and single copy's.
 func (c Config) normalize() (Config, error) {
+	com := msg.Common{Rank: c.Rank, Size: c.Size, Secret: c.Secret, Peers: c.Peers}
+	com.EagerMax, com.MaxBuffered = c.EagerMax, c.MaxBuffered
+	com.PeerTimeout, com.HeartbeatInterval, com.HandshakeTimeout = c.PeerTimeout, c.HeartbeatInterval, c.HandshakeTimeout
+	com, err := com.Normalize("shm", maxRegion)
+	if err != nil {
+		return c, err
+	}
+	c.Secret, c.Peers = com.Secret, com.Peers
+	c.EagerMax, c.MaxBuffered = com.EagerMax, com.MaxBuffered
+	c.PeerTimeout, c.HeartbeatInterval, c.HandshakeTimeout = com.PeerTimeout, com.HeartbeatInterval, com.HandshakeTimeout
 	bad := func(format string, a ...any) (Config, error) {
 		return c, fmt.Errorf("shm: rank %d: config: %w: %s", c.Rank, transport.ErrBadArgument, fmt.Sprintf(format, a...))
-	}
-	if c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size {
-		return bad("rank %d of size %d", c.Rank, c.Size)
-	}
-	if len(c.Secret) < MinSecret {
-		return bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
-	}
-	c.Secret = append([]byte(nil), c.Secret...)
-	if !c.peers() {
-		return bad("Peers %v: want other ranks in increasing order", c.Peers)
 	}
 	if err := c.ringFromEnv(); err != nil {
 		return bad("%v", err)
@@ -138,27 +137,6 @@ func (c Config) normalize() (Config, error) {
 	if regionSize(c.SlotSize, c.Slots) > maxRegion {
 		return bad("%d slots of %d bytes: region over %d bytes", c.Slots, c.SlotSize, maxRegion)
 	}
-	if c.EagerMax == 0 {
-		c.EagerMax = DefaultEagerMax
-	}
-	if c.EagerMax < 0 {
-		return bad("EagerMax %d", c.EagerMax)
-	}
-	if c.MaxBuffered == 0 {
-		c.MaxBuffered = DefaultMaxBuffered
-	}
-	if c.MaxBuffered < msgOverhead || c.MaxBuffered > maxRegion {
-		return bad("MaxBuffered %d outside [%d, %d]", c.MaxBuffered, msgOverhead, maxRegion)
-	}
-	if c.PeerTimeout == 0 {
-		c.PeerTimeout = DefaultPeerTimeout
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = min(c.PeerTimeout/4, DefaultHeartbeatInterval)
-	}
-	if c.PeerTimeout < 0 || c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.PeerTimeout/3 {
-		return bad("HeartbeatInterval %v for PeerTimeout %v (want 0 < interval <= timeout/3)", c.HeartbeatInterval, c.PeerTimeout)
-	}
 	if n, err := cmaMinFromEnv(c.CMAMin); err != nil {
 		return bad("%v", err)
 	} else {
@@ -167,30 +145,5 @@ func (c Config) normalize() (Config, error) {
 	if c.CMAMin == 0 {
 		c.CMAMin, c.cmaAuto = DefaultCMAMin, true
 	}
-	if c.HandshakeTimeout == 0 {
-		c.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if c.HandshakeTimeout < 0 {
-		return bad("HandshakeTimeout %v", c.HandshakeTimeout)
-	}
 	return c, nil
-}
-
-// peers fills in Peers (a copy; nil: every other rank) and reports
-// whether they are other ranks in increasing order.
-func (c *Config) peers() bool {
-	if c.Peers == nil {
-		for r := range c.Size {
-			if r != c.Rank {
-				c.Peers = append(c.Peers, r)
-			}
-		}
-	}
-	c.Peers = slices.Clone(c.Peers)
-	for i, r := range c.Peers {
-		if r < 0 || r >= c.Size || r == c.Rank || (i > 0 && r <= c.Peers[i-1]) {
-			return false
-		}
-	}
-	return true
 }

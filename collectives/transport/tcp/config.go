@@ -2,29 +2,28 @@ package tcp
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// Defaults of Config's limits.
+// Defaults of Config's limits: those every carrier shares are the message
+// layer's (package msg).
 const (
-	DefaultMaxFrame     = 1 << 20
-	DefaultMaxBuffered  = 4 << 20
-	DefaultEagerMax     = 65 << 10 // 64 KiB and a small header (a 2-rank all-reduce's signature)
+	DefaultMaxFrame    = 1 << 20
+	DefaultMaxBuffered = msg.DefaultMaxBuffered
+	// DefaultEagerMax is capped by the peer's MaxFrame and MaxBuffered.
+	DefaultEagerMax     = msg.DefaultEagerMax
 	DefaultConnsPerPeer = 2
-	// DefaultHeartbeatInterval is the longest default HeartbeatInterval:
-	// the heartbeat also moves what arrives while nothing waits on a peer.
-	DefaultHeartbeatInterval = 250 * time.Millisecond
-	DefaultPeerTimeout       = 10 * time.Second
-	// DefaultHandshakeTimeout bounds one connection's handshake.
-	DefaultHandshakeTimeout = 5 * time.Second
-	// MinSecret is the shortest Secret accepted.
-	MinSecret = 16
 	// maxConnsPerPeer bounds ConnsPerPeer.
 	maxConnsPerPeer = 64
+
+	// Liveness, handshake and secret: the defaults every carrier shares.
+	DefaultHeartbeatInterval = msg.DefaultHeartbeatInterval
+	DefaultPeerTimeout       = msg.DefaultPeerTimeout
+	DefaultHandshakeTimeout  = msg.DefaultHandshakeTimeout
+	MinSecret                = msg.MinSecret
 )
 
 // Config describes one rank of a group and the limits of its connections.
@@ -89,24 +88,23 @@ type Config struct {
 	OnRefused func(error)
 }
 
-// normalize checks c and fills in the defaults.
-func (c Config) normalize() (_ Config, err error) {
+// normalize checks c and fills in the defaults: those every carrier
+// shares through msg.Common, then tcp's own.
+func (c Config) normalize() (Config, error) {
+	com, err := msg.Common{Rank: c.Rank, Size: c.Size, Secret: c.Secret, Peers: c.Peers,
+		EagerMax: c.EagerMax, MaxBuffered: c.MaxBuffered, PeerTimeout: c.PeerTimeout,
+		HeartbeatInterval: c.HeartbeatInterval, HandshakeTimeout: c.HandshakeTimeout}.Normalize("tcp", maxFrameLimit)
+	if err != nil {
+		return c, err
+	}
+	c.Secret, c.Peers, c.EagerMax, c.MaxBuffered = com.Secret, com.Peers, com.EagerMax, com.MaxBuffered
+	c.PeerTimeout, c.HeartbeatInterval, c.HandshakeTimeout = com.PeerTimeout, com.HeartbeatInterval, com.HandshakeTimeout
 	bad := func(format string, a ...any) (Config, error) {
 		return c, fmt.Errorf("tcp: rank %d: config: %w: %s", c.Rank, transport.ErrBadArgument, fmt.Sprintf(format, a...))
-	}
-	if c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size {
-		return bad("rank %d of size %d", c.Rank, c.Size)
 	}
 	if c.Size > 1 && len(c.Addrs) != c.Size {
 		return bad("%d addresses for %d ranks", len(c.Addrs), c.Size)
 	}
-	if len(c.Secret) < MinSecret {
-		return bad("secret of %d bytes, want at least %d", len(c.Secret), MinSecret)
-	}
-	if c.Peers, err = c.peers(); err != nil {
-		return c, err
-	}
-	c.Secret = append([]byte(nil), c.Secret...)
 	c.Addrs = append([]string(nil), c.Addrs...)
 	if c.MaxFrame == 0 {
 		c.MaxFrame = DefaultMaxFrame
@@ -114,63 +112,13 @@ func (c Config) normalize() (_ Config, err error) {
 	if c.MaxFrame < minFrame || c.MaxFrame > maxFrameLimit {
 		return bad("MaxFrame %d outside [%d, %d]", c.MaxFrame, minFrame, maxFrameLimit)
 	}
-	if c.MaxBuffered == 0 {
-		c.MaxBuffered = DefaultMaxBuffered
-	}
-	if c.MaxBuffered < msg.Overhead || c.MaxBuffered > maxFrameLimit {
-		return bad("MaxBuffered %d outside [%d, %d]", c.MaxBuffered, msg.Overhead, maxFrameLimit)
-	}
-	if c.EagerMax == 0 {
-		c.EagerMax = DefaultEagerMax
-	}
-	if c.EagerMax < 0 {
-		return bad("EagerMax %d", c.EagerMax)
-	}
 	if c.ConnsPerPeer == 0 {
 		c.ConnsPerPeer = DefaultConnsPerPeer
 	}
 	if c.ConnsPerPeer < 1 || c.ConnsPerPeer > maxConnsPerPeer {
 		return bad("ConnsPerPeer %d outside [1, %d]", c.ConnsPerPeer, maxConnsPerPeer)
 	}
-	if c.PeerTimeout == 0 {
-		c.PeerTimeout = DefaultPeerTimeout
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = min(c.PeerTimeout/4, DefaultHeartbeatInterval)
-	}
-	if c.PeerTimeout < 0 || c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.PeerTimeout/3 {
-		return bad("HeartbeatInterval %v for PeerTimeout %v (want 0 < interval <= timeout/3)", c.HeartbeatInterval, c.PeerTimeout)
-	}
-	if c.HandshakeTimeout == 0 {
-		c.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if c.HandshakeTimeout < 0 {
-		return bad("HandshakeTimeout %v", c.HandshakeTimeout)
-	}
 	return c, nil
-}
-
-// peers checks c.Peers and returns them in increasing order (every other
-// rank where c.Peers is nil).
-func (c Config) peers() ([]int, error) {
-	if c.Peers == nil {
-		out := make([]int, 0, c.Size-1)
-		for r := range c.Size {
-			if r != c.Rank {
-				out = append(out, r)
-			}
-		}
-		return out, nil
-	}
-	out := slices.Clone(c.Peers)
-	slices.Sort(out)
-	for i, r := range out {
-		if r < 0 || r >= c.Size || r == c.Rank || (i > 0 && out[i-1] == r) {
-			return nil, fmt.Errorf("tcp: rank %d: config: %w: peers %v (ranks of 0..%d, not this one, once each)",
-				c.Rank, transport.ErrBadArgument, c.Peers, c.Size-1)
-		}
-	}
-	return out, nil
 }
 
 // accepts reports whether this rank accepts connections: from the peers
