@@ -85,7 +85,7 @@ func alloc(op string, s *streams.GPU, shape []int, dt DType) (*Array, error) {
 }
 
 // Wrap makes an array over existing memory, such as a donated input's
-// (R16: the output takes over the input's buffer), ready once ev completes.
+// (the output takes over the input's buffer), ready once ev completes.
 // s is the stream the array lives on (its reads are staged there).
 func Wrap(s *streams.GPU, shape []int, dt DType, mem *Memory, ev streams.Event) (*Array, error) {
 	if s == nil {
@@ -149,7 +149,7 @@ func (a *Array) Ready() bool { return a.Err() != nil || a.Event().Done() }
 
 // Fail marks the array failed with err (wrapped in ErrFailed); only the
 // first call counts. Fences call it when the collective producing the array
-// fails (R11).
+// fails, so the next Wait or read returns the collective's error.
 func (a *Array) Fail(err error) {
 	if err == nil {
 		return

@@ -8,7 +8,7 @@ import (
 // DType is an element type; the names and sizes are gpu's.
 type DType = gpu.DType
 
-// The element types (DESIGN section 4).
+// The element types.
 const (
 	Float32  = gpu.Float32
 	Float64  = gpu.Float64

@@ -65,7 +65,7 @@ func HostBytes(ctx context.Context, a *Array) ([]byte, error) {
 
 // ToSlice waits for a (bounded by ctx) and returns a copy of its elements.
 // T must be the Go type of a's dtype (see Element). If a's producer failed,
-// it returns that error and no data (R11).
+// it returns that error and no data, never wrong data.
 func ToSlice[T Element](ctx context.Context, a *Array) ([]T, error) {
 	if a == nil {
 		return nil, fmt.Errorf("array: to_slice: nil array: %w", gpu.ErrBadArgument)

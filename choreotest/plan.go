@@ -276,7 +276,7 @@ func Hold(s *streams.GPU) (open func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("choreotest: hold %s: %w", s.Name(), err)
 	}
-	// The word is freed once the wait has run, not before (R9), and open
+	// The word is freed once the wait has run, not before, and open
 	// never stores into a freed word.
 	var mu sync.Mutex
 	freed, opened := false, false

@@ -50,14 +50,15 @@ type Scale struct {
 }
 
 // WaitValue holds back every later command on its queue until Word >= Value
-// (R1, R8).
+// (at once if it already is).
 type WaitValue struct {
 	Word  FenceWord
 	Value uint32
 }
 
 // WriteValue raises Word to max(Word, Value) once every earlier command on
-// its queue has completed and its writes are visible to the CPU (R6, R7).
+// its queue has completed and its writes are visible to the CPU; it never
+// lowers the word.
 type WriteValue struct {
 	Word  FenceWord
 	Value uint32

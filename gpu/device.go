@@ -2,7 +2,7 @@ package gpu
 
 import "context"
 
-// StopValue is the fence value a release stores (R5). It satisfies every
+// StopValue is the fence value a release stores. It satisfies every
 // wait for a smaller value, also under CUDA's cyclic comparison
 // (int32(word-v) >= 0), where 0xFFFFFFFF would not.
 const StopValue uint32 = 0x7FFFFFFF
@@ -43,7 +43,7 @@ type Properties struct {
 // be used afterwards, and calls on a closed device return ErrClosed.
 type Device interface {
 	Properties() Properties
-	// NewQueue creates an in-order command queue (one per stream, R12).
+	// NewQueue creates an in-order command queue (one per stream).
 	NewQueue() (Queue, error)
 	// Alloc returns a buffer of n bytes (n >= 0) of the given kind. HostMem
 	// is zero-filled; DeviceMem contents are undefined until written: an
@@ -72,7 +72,8 @@ type Buffer interface {
 // FenceWord is one 32-bit word that GPU commands (WaitValue, WriteValue)
 // and the CPU both reach. choreo gives each word a single writer: either the
 // CPU (Store) or the GPU (WriteValue), never both, so every word only grows
-// (R6). Reset is allowed only when no queued command names the word (R9).
+// and no write lowers it. Reset is allowed only when no queued command
+// names the word.
 type FenceWord interface {
 	// Load reads the word (an atomic load on the CPU).
 	Load() uint32
@@ -89,8 +90,8 @@ type FenceWord interface {
 	Free()
 }
 
-// Queue runs batches of commands on the GPU strictly in submission order
-// (R12), and the commands of a batch in slice order. Submit validates the
+// Queue runs batches of commands on the GPU strictly in submission order,
+// and the commands of a batch in slice order. Submit validates the
 // batch and returns an error at once for a bad command or a closed queue;
 // otherwise done is called exactly once, from a goroutine of the backend,
 // when the batch has completed (nil) or failed (the first failing
@@ -114,7 +115,7 @@ type FenceWord interface {
 // Close stops accepting batches (Submit then returns ErrClosed) and waits
 // for the submitted ones to finish, up to ctx's deadline. If ctx expires
 // first, the queue releases every word named by a WaitValue it has not yet
-// passed (it stores StopValue, R5) so that the device drains, completes
+// passed (it stores StopValue) so that the device drains, completes
 // every unfinished batch with ErrClosed, and returns an error wrapping
 // ctx.Err(). Close never blocks past ctx by more than the time the device
 // needs to drain after that release. Methods are safe for concurrent use.

@@ -9,7 +9,7 @@ import (
 // Invalid; every valid DType has a fixed size in bytes.
 type DType uint8
 
-// The element types choreo supports (DESIGN section 4).
+// The element types choreo supports.
 const (
 	Invalid DType = iota
 	Float32

@@ -13,9 +13,9 @@ import (
 )
 
 // Comm is the handle of a communication stream: a CPU actor that runs tasks
-// one at a time, in submission order (R12). Each rank owns its own Comm;
+// one at a time, in submission order. Each rank owns its own Comm;
 // ranks never share one. A task's error, or a panic inside it (caught by
-// supervision, R14), reaches the task's done callback; the stream then runs
+// supervision), reaches the task's done callback; the stream then runs
 // the next task. Close cancels the running task's context, fails the tasks
 // still queued with ErrClosed, and stops the actor.
 type Comm struct {
@@ -106,7 +106,7 @@ func (c *Comm) Ran() uint64 { return c.ran.Load() }
 // Pending counts the tasks submitted and not yet finished.
 func (c *Comm) Pending() int { return int(c.submitted.Load() - c.ran.Load()) }
 
-// Submit queues a task without waiting (R13). It fails with ErrClosed once
+// Submit queues a task without waiting. It fails with ErrClosed once
 // the stream is closing; then t.Done is not called.
 func (c *Comm) Submit(t Task) error {
 	if t.Run == nil {

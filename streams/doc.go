@@ -1,4 +1,5 @@
-// Package streams holds choreo's two kinds of stream (R12):
+// Package streams holds choreo's two kinds of stream, each an actor that
+// runs its commands in the order they were given:
 //
 //   - GPU: one in-order queue on one device. The actor is the backend's
 //     queue (its FIFO and worker own the order); the GPU handle is a thin
@@ -9,7 +10,7 @@
 //     and through Events that arrays and fences wait on.
 //   - Comm: the communication stream, a protoactor actor that runs CPU
 //     tasks one at a time, in the order they were submitted. A task that
-//     fails or panics becomes an error passed to its done callback (R14);
+//     fails or panics becomes an error passed to its done callback;
 //     the stream goes on.
 //
 // They live on an actors.Runtime (which closes them); the runtime's default

@@ -38,7 +38,7 @@ const (
 //
 // Enqueue is safe for concurrent use; the commands of one caller run in
 // the order that caller enqueued them, and all commands run in the order in
-// which their Enqueue calls returned (R12). Close stops accepting commands,
+// which their Enqueue calls returned. Close stops accepting commands,
 // submits what was gathered and closes the queue; afterwards Enqueue
 // returns ErrClosed.
 type GPU struct {
@@ -119,10 +119,11 @@ func (s *GPU) Name() string { return s.name }
 // Device is the device the stream runs on.
 func (s *GPU) Device() gpu.Device { return s.dev }
 
-// Enqueue validates cmds and hands them to the queue without waiting
-// (R13). done, if not nil, is called once when they have completed or
-// failed, from the backend's completion goroutine: it must not block. If
-// Enqueue returns an error, nothing was enqueued and done is not called.
+// Enqueue validates cmds and hands them to the queue without waiting for
+// them or for a reply. done, if not nil, is called once when they have
+// completed or failed, from the backend's completion goroutine: it must not
+// block. If Enqueue returns an error, nothing was enqueued and done is not
+// called.
 // The returned Event completes after the commands (and everything enqueued
 // before them) have. One Enqueue is one unit: a command that fails skips
 // the rest of its own commands only and fails only its own done; later
@@ -161,7 +162,8 @@ func (s *GPU) EnqueueNoted(cmds []gpu.Command, done func(error), note trace.Note
 
 // submitLocked hands msgs to the queue as one batch, one unit per message:
 // posted where the queue is a gpu.Poster, else submitted. A panic in the
-// backend's Submit is a backend bug: it becomes the error (R14).
+// backend's Submit is a backend bug: it is recovered into the error
+// (wrapping ErrPanic).
 func (s *GPU) submitLocked(msgs []*encode) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

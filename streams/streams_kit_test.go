@@ -124,7 +124,7 @@ func TestKitGPUStreamUnitFailsAlone(t *testing.T) {
 
 // TestKitGPUStreamEnqueueOrder: concurrent callers' Enqueues reach the
 // device each as one unit of its own commands, whole and in the order
-// they were given, every caller's in its own order (R12); the GPU-side
+// they were given, every caller's in its own order; the GPU-side
 // waits among them hold nothing back once their word is reached.
 func TestKitGPUStreamEnqueueOrder(t *testing.T) {
 	rec, s, q := kitStream(t)

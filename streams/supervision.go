@@ -13,7 +13,7 @@ type failable interface {
 	fail(err error)
 }
 
-// panicStrategy is the guardian strategy of every stream actor (R14): a panic
+// panicStrategy is the guardian strategy of every stream actor: a panic
 // while processing a message becomes an error wrapping ErrPanic on that
 // message (its task's or command's done callback), is logged, and the actor
 // resumes with its next message.

@@ -204,7 +204,7 @@ func TestReleaseOnFailure(t *testing.T) {
 	if err := done.Wait(short, 1, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("work behind the unreleased wait: Wait = %v, want DeadlineExceeded", err)
 	}
-	never.Store(gpu.StopValue) // the failure path's release (R5)
+	never.Store(gpu.StopValue) // the failure path's release
 	if err := done.Wait(ctx10(t), 1, nil); err != nil {
 		t.Fatalf("stream did not go on after the release: %v", err)
 	}

@@ -45,7 +45,7 @@
 // release (streams share the device's hardware queues). Copy commands are
 // cuMemcpyAsync with unified addresses on the queue's stream, ordered with
 // everything else. Free is deferred until no queued command names the
-// buffer (R9) and never reaches the driver: cuMemFree waits for the whole
+// buffer and never reaches the driver: cuMemFree waits for the whole
 // context, and while it waits every other allocation blocks, behind a
 // stream that may be blocked on a fence wait. So device blocks
 // (cuMemAlloc_v2) and pinned host blocks are cached by power-of-two size
@@ -69,10 +69,10 @@
 //
 //   - memop (the default): cuStreamWriteValue32_v2 with the default flags,
 //     which fences like __threadfence_system, so the write lands after the
-//     stream's earlier work is complete and visible (R7). It is a plain
+//     stream's earlier work is complete and visible. It is a plain
 //     store, so the issuer writes max(v, the largest value issued for the
 //     word, the word's current value): a word with a single GPU writer only
-//     grows (R6 by construction; choreo gives every word one writer).
+//     grows (by construction; choreo gives every word one writer).
 //   - kernel: a one-thread kernel that stores max(word, v) between two
 //     system-scope fences (membar.sys), deciding at execution time.
 //
@@ -84,10 +84,10 @@
 // With memop the word can read low for the microseconds between the GPU's
 // store and the repair, which only delays waiters, never releases one
 // early; the kernel decides at execution time and leaves a window of a few
-// nanoseconds. memop with the repair meets R5 (every wait is released) and
-// R6 for single-writer words, both modes pass the conformance suite, and
-// memop is the faster (BenchmarkRawRoundTrip*, BenchmarkQueueRoundTrip),
-// so it is the default.
+// nanoseconds. memop with the repair releases every wait on a release and
+// keeps single-writer words from ever going down, both modes pass the
+// conformance suite, and memop is the faster (BenchmarkRawRoundTrip*,
+// BenchmarkQueueRoundTrip), so it is the default.
 //
 // # Queues, completions and bounds
 //

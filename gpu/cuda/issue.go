@@ -212,7 +212,7 @@ func (q *queue) issue(c gpu.Command) (int, error) {
 		}
 		// A stream write is a plain store. Writing the largest value
 		// issued for the word so far, or already in it, keeps a
-		// single-writer word monotonic (R6).
+		// single-writer word monotonic.
 		v := max(c.Value, w.load())
 		for {
 			old := w.issued.Load()

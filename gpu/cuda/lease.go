@@ -5,7 +5,7 @@ package cuda
 import "sync"
 
 // lease counts the queued commands that name a resource (a buffer or a
-// fence word) and defers giving the memory back until none does (R9): Free
+// fence word) and defers giving the memory back until none does: Free
 // marks the resource freed at once (commands issued later fail with
 // gpu.ErrClosed), but release runs only when the last batch naming it has
 // completed. release runs exactly once, outside the lease's lock.

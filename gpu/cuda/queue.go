@@ -351,7 +351,7 @@ func (q *queue) Close(ctx context.Context) error {
 }
 
 // abort stops issuing, releases every word named by a WaitValue that has
-// not completed (stores gpu.StopValue, R5) so that the stream drains, and
+// not completed (stores gpu.StopValue) so that the stream drains, and
 // marks every unfinished batch to complete with gpu.ErrClosed. Batches
 // still in the FIFO never reach the GPU; they join the in-flight list
 // without marks, so done still runs in submission order. It returns the

@@ -31,7 +31,7 @@ type slot struct {
 }
 
 // wordPool hands out slots from slabs and takes them back once no queued
-// command names them (R9). Slabs are freed only by Device.Close.
+// command names them. Slabs are freed only by Device.Close.
 type wordPool struct {
 	mu    sync.Mutex
 	slabs []unsafe.Pointer
@@ -97,7 +97,7 @@ func (p *wordPool) put(s slot) {
 // then doubling sleeps) until the word is >= v or ctx/cancel ends the
 // wait. After Free, Wait fails with gpu.ErrClosed, Store does nothing and
 // Load returns the value the word had when it was freed; the slot itself
-// returns to the pool only when no queued command names it (R9).
+// returns to the pool only when no queued command names it.
 type word struct {
 	dev    *Device
 	s      slot

@@ -10,7 +10,7 @@ import (
 )
 
 // testWaitHoldsBack: a WaitValue holds back the rest of its batch and every
-// later batch on the queue until the CPU stores the value (R8).
+// later batch on the queue until the CPU stores the value.
 func testWaitHoldsBack(t *testing.T, open func(t *testing.T) gpu.Device) {
 	r := newRig(t, open)
 	q := r.queue()
@@ -48,7 +48,7 @@ func testWaitHoldsBack(t *testing.T, open func(t *testing.T) gpu.Device) {
 }
 
 // testWriteAfterKernel: once the CPU sees a WriteValue that follows a
-// kernel and a copy to host memory, the copy's data is visible (R7). The
+// kernel and a copy to host memory, the copy's data is visible. The
 // test reads the host buffer right after the fence wait, without waiting
 // for the batch's done, many times over.
 func testWriteAfterKernel(t *testing.T, open func(t *testing.T) gpu.Device) {
@@ -125,7 +125,7 @@ func testCrossQueue(t *testing.T, open func(t *testing.T) gpu.Device) {
 }
 
 // testStopValue: storing StopValue releases a queued wait for 1000 and
-// every later wait, whatever its value (R5).
+// every later wait, whatever its value.
 func testStopValue(t *testing.T, open func(t *testing.T) gpu.Device) {
 	r := newRig(t, open)
 	q := r.queue()
@@ -157,7 +157,7 @@ func testStopValue(t *testing.T, open func(t *testing.T) gpu.Device) {
 	}
 }
 
-// testMonotonic: no write lowers a word (R6): GPU 9 then 5, CPU 9 then 5,
+// testMonotonic: no write lowers a word: GPU 9 then 5, CPU 9 then 5,
 // and a GPU write after the CPU's StopValue.
 func testMonotonic(t *testing.T, open func(t *testing.T) gpu.Device) {
 	r := newRig(t, open)

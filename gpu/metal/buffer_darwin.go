@@ -26,7 +26,7 @@ const arrayOptions = metal.ResourceStorageModeShared | metal.ResourceHazardTrack
 // buffer is a gpu.Buffer on a shared-storage MTLBuffer (+1, released by
 // Free). Bytes aliases the buffer's contents. A command that names the
 // buffer retains the MTLBuffer until its batch completes, so Free never
-// pulls memory from under the GPU (R9). Safe for concurrent use.
+// pulls memory from under the GPU. Safe for concurrent use.
 type buffer struct {
 	dev  *Device
 	n    int

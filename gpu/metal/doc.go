@@ -21,7 +21,8 @@
 //     with the bounded fence_wait kernel and raises with input_coherent +
 //     fence_update; the CPU uses atomics. Needs MSL 3.2 (macOS 15) and a
 //     Metal3 GPU. A fence_wait that gives up after WithWaitPolls polls
-//     fails its batch with an error wrapping ErrWaitTimeout (R10, R11), and
+//     fails its batch with an error wrapping ErrWaitTimeout (no GPU wait
+//     is unbounded, and the failure reaches the batch's outputs), and
 //     the rest of the batch does not run: in a SubmitUnits batch, the
 //     wait's unit and every later one fail with it.
 //

@@ -168,7 +168,8 @@ func (e *encoder) dispatch(kernel string, threads int, bufs [3]metal.BufferObjec
 	return nil
 }
 
-// wait encodes a WaitValue (R8): the bounded fence_wait kernel on a shared
+// wait encodes a WaitValue (later commands are held back until the word
+// is reached): the bounded fence_wait kernel on a shared
 // word, or encodeWaitForEvent on an event followed by stream_order.
 func (e *encoder) wait(i int, c gpu.WaitValue) error {
 	switch w := c.Word.(type) {
@@ -193,7 +194,8 @@ func (e *encoder) wait(i int, c gpu.WaitValue) error {
 	return fmt.Errorf("fence word %T is not a metal word: %w", c.Word, gpu.ErrBadArgument)
 }
 
-// write encodes a WriteValue (R6, R7). Shared word: input_coherent over
+// write encodes a WriteValue (monotonic, after earlier writes are visible
+// to the CPU). Shared word: input_coherent over
 // every buffer the queue wrote since the last WriteValue, then the
 // monotonic fence_update. Event: stream_order (so the signal follows the
 // queue's earlier command buffers), then encodeSignalEvent, which Metal

@@ -56,7 +56,7 @@ func TestConformanceSharedFences(t *testing.T) { gputest.Run(t, openMode(FenceSh
 
 // A fast-mode GPU wait gives up after its poll bound: the batch fails with
 // ErrWaitTimeout naming the command, the commands after it do not run, and
-// the queue goes on (R10, R11).
+// the queue goes on.
 func TestSharedWaitGivesUp(t *testing.T) {
 	dev := openMode(FenceShared, WithWaitPolls(1000))(t)
 	defer dev.Close()

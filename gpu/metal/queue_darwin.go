@@ -383,7 +383,7 @@ func (q *queue) Close(ctx context.Context) error {
 
 // abort stops the queue: the worker encodes nothing more, every live
 // batch's status slot says stopped (its kernels do nothing, a fast-mode
-// wait returns), and every word a live batch waits on gets StopValue (R5),
+// wait returns), and every word a live batch waits on gets StopValue,
 // which also releases MTLSharedEvent waits. It reports how many batches
 // were unfinished and how many words it released.
 func (q *queue) abort() (batches, words int) {

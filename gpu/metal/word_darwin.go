@@ -26,8 +26,9 @@ type fenceWord interface {
 // released by Free): the GPU reaches it through the fence kernels, the CPU
 // through atomics on the buffer's contents. Load after Free returns the
 // last value; Store and Reset after Free do nothing; Wait after Free fails
-// with ErrClosed. Commands retain the buffer until their batch completes
-// (R9). Safe for concurrent use.
+// with ErrClosed. Commands retain the buffer until their batch completes,
+// so its storage is not reused while a queued command names it. Safe for
+// concurrent use.
 type sharedWord struct {
 	dev *Device
 
@@ -67,7 +68,7 @@ func (w *sharedWord) Load() uint32 {
 }
 
 // Store implements gpu.FenceWord: word = max(word, v). The CPU is the
-// word's only writer when it stores (R6), the loop guards against
+// word's only writer when it stores, the loop guards against
 // concurrent CPU stores.
 func (w *sharedWord) Store(v uint32) {
 	w.mu.RLock()
