@@ -24,7 +24,8 @@ type call struct {
 	dev    gpu.Device
 	parts  int
 	staged bool // the CPU cannot see device memory: copy through hostIn/hostOut
-	// hasEvent (R3): whether the input has a producer event, decided once.
+	// hasEvent: whether the input has a producer event, decided once at
+	// launch; the one flag drives both the GPU side and the comm task.
 	// Staging always makes one (the copy into host memory), and so does
 	// donation: commands queued earlier on s may still read the input, so
 	// the task must not write into it before the stream has passed them.
@@ -76,7 +77,7 @@ func (c *call) allocate() error {
 	if err != nil {
 		return err
 	}
-	mem := c.out.Memory() // the task holds the memory, never the output (R16)
+	mem := c.out.Memory() // the task holds the memory, never the output
 	if err := mem.Retain(); err != nil {
 		return fmt.Errorf("output: %w", err)
 	}

@@ -33,7 +33,8 @@ type plan struct {
 }
 
 // weakOutput is what the fence guards: a weak pointer, so that neither the
-// fence nor the comm task keeps the output alive (R16).
+// fence nor the comm task keeps the output alive, and the output can take
+// over a donated input's buffer.
 type weakOutput struct{ p weak.Pointer[array.Array] }
 
 // Fail implements fence.Guarded.
@@ -43,11 +44,11 @@ func (w weakOutput) Fail(err error) {
 	}
 }
 
-// launch puts a plan on the GPU stream and the rank's comm stream (R15) and
+// launch puts a plan on the GPU stream and the rank's comm stream and
 // returns the output at once. A call that fails here still takes its
 // sequence number (per group, or per peer pair for send/recv) and aborts
 // that collective for the peers, so that they fail at once and later calls
-// stay matched (R18).
+// stay matched.
 func (g *Group) launch(p plan) (*array.Array, error) {
 	name := p.desc.Kind.String()
 	g.mu.Lock()
@@ -110,7 +111,8 @@ func (g *Group) number(p *plan) {
 
 // check rejects what this rank can tell is wrong by itself. Errors about
 // the group as a whole (an unknown op, a root out of range, shapes that
-// differ across ranks) are found by the algorithms on every rank (R18).
+// differ across ranks) are found by the algorithms on every rank, so every
+// rank fails with a clear error.
 func (g *Group) check(name string, p *plan) (*array.Array, error) {
 	if p.s == nil {
 		return nil, fmt.Errorf("collectives: %s rank %d: nil stream: %w", name, g.Rank(), ErrBadArgument)

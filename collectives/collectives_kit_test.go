@@ -146,7 +146,8 @@ func TestKitAllReduceHostVisibleReadyInput(t *testing.T) {
 
 // TestKitAllReduceHostVisiblePendingInput: where the CPU sees device memory
 // but the input's producer has not run (the stream is held), the GPU side
-// updates the fence after it and the task waits for that update (R3).
+// updates the fence after it and the task waits for that update (the
+// input-event flag, decided once, drives both sides).
 func TestKitAllReduceHostVisiblePendingInput(t *testing.T) {
 	w := newKitWorld(t, "sim", 2)
 	wt := w.watch(t)
@@ -180,8 +181,8 @@ func TestKitAllReduceHostVisiblePendingInput(t *testing.T) {
 	})
 }
 
-// TestKitSendRecv: Send has no GPU-side wait, Recv no GPU-side update
-// (R15). With a ready input on host-visible memory the sender's stream gets
+// TestKitSendRecv: Send has no GPU-side wait, Recv no GPU-side update.
+// With a ready input on host-visible memory the sender's stream gets
 // nothing at all; staged, it gets the copy out with the update. The
 // receiver's stream waits for the task's update, then (staged) copies in.
 func TestKitSendRecv(t *testing.T) {
@@ -256,7 +257,7 @@ func TestKitAllGatherPendingInput(t *testing.T) {
 }
 
 // TestKitAllReduceShapeMismatch: ranks whose shapes differ fail on every
-// rank (R18). The GPU side was put on the streams before the task found
+// rank. The GPU side was put on the streams before the task found
 // out, and still runs through (the failed fence lets the wait pass); the
 // CPU side stops after the input wait, with no update; the outputs fail.
 func TestKitAllReduceShapeMismatch(t *testing.T) {

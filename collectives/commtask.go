@@ -9,11 +9,11 @@ import (
 	"github.com/choreo-gpu/choreo/streams"
 )
 
-// task is the comm stream's side (R15): per part, wait for the input
+// task is the comm stream's side: per part, wait for the input
 // fence, check the input, run the collective on host bytes, raise the
 // output fence. Done gives the call's shares back and ends the fences. The
 // task holds the input's and the output's memory, never the output array
-// itself (R16).
+// itself, so the output can take over a donated input's buffer.
 func (c *call) task() streams.Task {
 	g, p := c.g, c.p
 	start := time.Now()
@@ -83,7 +83,7 @@ func (c *call) runPart(ctx context.Context, i int, inB, outB []byte) error {
 			return err
 		}
 	}
-	// R11: an input whose producer failed after launch must not be reduced
+	// An input whose producer failed after launch must not be reduced
 	// or sent as if it were data.
 	if p.in != nil {
 		if err := p.in.Err(); err != nil {

@@ -11,9 +11,9 @@ import (
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
-// DataPath says where a collective's bytes travel (DESIGN section 3). The
-// choreography is the same on both: GPU-side updates and waits on the GPU
-// stream, CPU-side waits and updates on the comm stream.
+// DataPath says where a collective's bytes travel. The choreography is the
+// same on both: GPU-side updates and waits on the GPU stream, CPU-side
+// waits and updates on the comm stream.
 type DataPath uint8
 
 // The data paths.

@@ -10,8 +10,9 @@ import (
 	"github.com/choreo-gpu/choreo/streams"
 )
 
-// The device-resident path (DESIGN section 3). One fence per call; each
-// side counts its own calls:
+// The device-resident path: kernels on each rank's GPU stream read the
+// peers' device buffers directly. One fence per call; each side counts its
+// own calls:
 //
 //	GPU stream: update(1: input ready) wait(2: go) kernels update(3: done) wait(4: every rank done)
 //	comm task:  wait(1) [expose, match, fill the peer table] update(2) wait(3) [sync] update(4)
@@ -19,12 +20,12 @@ import (
 // The kernels read the peers' device buffers through a peer table that the
 // comm task fills and arms between its wait(1) and update(2); they were
 // queued at launch, when the peers' buffers were not yet known. A failure
-// releases the GPU waits (R5): an unarmed table makes the kernels write
-// nothing, and an armed one keeps every buffer it names retained until the
-// kernels have run (peerHold), so no rank's memory is reused while another
-// rank's kernel may still read or write it. The last wait keeps the
-// rank's later work (which may overwrite its input) behind every peer's
-// kernels.
+// releases the GPU waits (every wait passes): an unarmed table makes the
+// kernels write nothing, and an armed one keeps every buffer it names
+// retained until the kernels have run (peerHold), so no rank's memory is
+// reused while another rank's kernel may still read or write it. The last
+// wait keeps the rank's later work (which may overwrite its input) behind
+// every peer's kernels.
 
 // releaseHold gives back the peer table and the handles' shares of a call
 // that failed before its task ran (its table was never armed, so its
@@ -126,7 +127,7 @@ func (c *call) runDevice(ctx context.Context) error {
 	if err := c.fin.Wait(ctx); err != nil { // 1: the input is written
 		return abort(err)
 	}
-	if err := p.in.Err(); err != nil { // R11
+	if err := p.in.Err(); err != nil { // a failed input is never used as data
 		return abort(fmt.Errorf("input: %w", err))
 	}
 	m, err := c.meet(ctx)

@@ -11,7 +11,7 @@ import (
 )
 
 // The device-resident path between ranks in separate processes that share
-// one device (DESIGN section 3): each rank exports its input and output
+// one device: each rank exports its input and output
 // (gpu.IPCDevice), sends every peer the handles with its device's id over
 // the data plane (algo.MeetDevice, after the match), imports its peers'
 // and names the imports in its peer table. The choreography is the

@@ -65,7 +65,7 @@ func (c *call) runDeviceSend(ctx context.Context) error {
 	if err := c.fin.Wait(ctx); err != nil { // 1: the input is written
 		return abort(err)
 	}
-	if err := p.in.Err(); err != nil { // R11
+	if err := p.in.Err(); err != nil { // a failed input is never used as data
 		return abort(fmt.Errorf("input: %w", err))
 	}
 	id := publish(c.handles[0])

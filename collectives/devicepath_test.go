@@ -19,8 +19,9 @@ import (
 
 // TestDevicePathMatrix: all-reduce (every op, in place and not, small and
 // partitioned), all-gather, reduce-scatter, broadcast and all-to-all on the
-// device-resident path, 2-4 ranks, every dtype, R20 sizes; results as on
-// the host path (integers exact, floats within R20's tolerances). The
+// device-resident path, 2-4 ranks, every dtype, sizes 0, 1, 7, 1024 and
+// 1024x1024 elements; results as on the host path (integers exact, floats
+// within the per-dtype relative error bounds of tolerance). The
 // plain run takes the 1024x1024 case on 3 ranks only (uneven partitions);
 // CHOREO_TEST_FULL=1 on every rank count.
 func TestDevicePathMatrix(t *testing.T) {
@@ -109,7 +110,7 @@ func deviceCase(t *testing.T, w *world, n int, dt gpu.DType, count int) {
 	}
 }
 
-// TestDevicePathFenceSteps (R2 on the device path): every rank's fence
+// TestDevicePathFenceSteps: every rank's fence
 // takes the documented steps in order, GPU side update(1) wait(2)
 // update(3) wait(4), CPU side wait(1) update(2) wait(3) update(4).
 func TestDevicePathFenceSteps(t *testing.T) {
@@ -159,7 +160,8 @@ func TestDevicePathFenceSteps(t *testing.T) {
 // TestDevicePathFailures: shapes that differ fail every rank with
 // ErrShapeMismatch; a rank on the device path meets a rank on the host
 // path with ErrMismatch, not a hang; a rank that never arrives fails the
-// others by the group's deadline and their GPU streams go on (R5, R10).
+// others by the group's deadline and their GPU streams go on (the failed
+// fences release their GPU waits).
 // Both for ranks in one process and for ranks in separate processes.
 func TestDevicePathFailures(t *testing.T) {
 	for name, opts := range placements() {

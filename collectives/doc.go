@@ -1,6 +1,5 @@
 // Package collectives runs collective operations as choreographies between
-// a rank's GPU stream, its communication stream and one fence (DESIGN
-// sections 1-2, R15-R20):
+// a rank's GPU stream, its communication stream and one fence:
 //
 //	groups, err := collectives.Local(rt, 4)          // 4 in-process ranks
 //	y, err := groups[r].AllReduce(s, x, collectives.Sum)
@@ -10,13 +9,15 @@
 // [update_gpu(input) if the input has a producer event] and wait_gpu(output);
 // on the rank's own communication stream it queues a task that runs
 // [wait() if flagged] -> the collective (collectives/algo over a
-// collectives/transport) -> update() (R15). The flag is decided once (R3).
-// A failure anywhere releases the fence by failure, so the output carries
-// the error (R11) and the GPU stream goes on (R5).
+// collectives/transport) -> update(). The flag is decided once, at launch,
+// and drives both sides. A failure anywhere releases the fence by failure,
+// so the output carries the error (never wrong data) and the GPU stream
+// goes on.
 //
 // Collectives on a group are matched across ranks by call order: each call
 // takes the group's next sequence number, and the algorithms check that
-// every rank called the same op with the same shape (R18). Send and Recv are
+// every rank called the same op with the same shape; a mismatch fails every
+// rank with a clear error, within the deadline. Send and Recv are
 // matched per pair of ranks, in call order.
 //
 // Where things are: ops.go (the public ops, each a plan), ops_exchange.go

@@ -25,7 +25,7 @@ import (
 // of the rank's stream touches the output before it is whole. A failure
 // (a mismatch, a timeout, the engine's own error, a peer lost or the
 // collective aborted, which the comm task watches for on the transport
-// while the engine works) releases the GPU wait like any other (R5); one
+// while the engine works) releases the GPU wait like any other; one
 // the engine may still be working on aborts the engine, whose kernels then
 // end, and the group's later engine calls fail with that error.
 
@@ -167,7 +167,7 @@ func (c *call) runEngine(ctx context.Context) error {
 	if err := c.fin.Wait(ctx); err != nil { // 1: the input is written
 		return abort(err)
 	}
-	if err := p.in.Err(); err != nil { // R11
+	if err := p.in.Err(); err != nil { // a failed input is never used as data
 		return abort(fmt.Errorf("input: %w", err))
 	}
 	if err := algo.MatchEngine(ctx, g.t, p.desc); err != nil {

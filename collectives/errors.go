@@ -15,7 +15,7 @@ import (
 // Sentinel errors callers test with errors.Is. Most are the lower layers'
 // own sentinels, re-exported so users need only this package.
 var (
-	// ErrPeerLost: a peer closed or died (R19).
+	// ErrPeerLost: a peer closed or died.
 	ErrPeerLost = transport.ErrPeerLost
 	// ErrTimeout: the collective's deadline passed.
 	ErrTimeout = transport.ErrTimeout
@@ -29,13 +29,13 @@ var (
 	// ErrBadOp: an unknown reduce op.
 	ErrBadOp = reduce.ErrBadOp
 	// ErrBadPeer: a send/recv peer out of range, or send/recv to self
-	// (always so in a group of size 1, R17). A broadcast root out of range
+	// (always so in a group of size 1). A broadcast root out of range
 	// is ErrBadArgument.
 	ErrBadPeer = transport.ErrBadPeer
 	// ErrReleased: the fence guarding an output was released by failure;
 	// every failed output matches it.
 	ErrReleased = fence.ErrReleased
-	// ErrTooLarge: a payload over the group's configured limit (R18).
+	// ErrTooLarge: a payload over the group's configured limit (WithMaxBytes).
 	ErrTooLarge = errs.ErrTooLarge
 	// ErrBadArgument: a nil stream or array, a failed input, a bad shape.
 	ErrBadArgument = algo.ErrBadArgument

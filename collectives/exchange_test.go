@@ -13,7 +13,7 @@ import (
 	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
-// exchangeSizes are the R20-style sizes of the exchange matrix (elements
+// exchangeSizes are the sizes of the exchange matrix (elements
 // per block); 1024x1024 only for float32, to keep the race-enabled suite
 // short (the algorithms' byte paths are the same for every dtype).
 func exchangeSizes(dt gpu.DType) []int {
@@ -43,11 +43,12 @@ func values(t testing.TB, dt gpu.DType, a *array.Array) []float64 {
 
 // TestExchangeMatrix: all-to-all (equal and uneven splits, zero counts
 // included), gather, scatter and reduce on 2-4 in-process ranks, every
-// dtype, sizes 0 to 1024x1024; results exact (reduce: within R20's
-// tolerances) and of the documented shapes. The plain run takes the
-// 1024x1024 case, most of the matrix's time under -race and growing with
-// the square of the ranks (30-120 s on 4 ranks on a loaded 2-core
-// machine), on 2 ranks only; CHOREO_TEST_FULL=1 on every rank count.
+// dtype, sizes 0 to 1024x1024; results exact (reduce: within the per-dtype
+// relative error bounds of tolerance) and of the documented shapes. The
+// plain run takes the 1024x1024 case, most of the matrix's time under
+// -race and growing with the square of the ranks (30-120 s on 4 ranks on a
+// loaded 2-core machine), on 2 ranks only; CHOREO_TEST_FULL=1 on every
+// rank count.
 func TestExchangeMatrix(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		w := newWorld(t, n, collectives.WithTimeout(60*time.Second))
@@ -133,7 +134,7 @@ func exchangeCase(t *testing.T, w *world, n int, dt gpu.DType, count int) {
 	}
 }
 
-// TestExchangeGroupOfOne (R17): a group of one gets its own data back.
+// TestExchangeGroupOfOne: a group of one gets its own data back.
 func TestExchangeGroupOfOne(t *testing.T) {
 	w := newWorld(t, 1)
 	g, s := w.groups[0], w.s[0]
@@ -165,7 +166,7 @@ func sizeOfShape(shape []int) int {
 	return n
 }
 
-// TestExchangeMismatch (R18): counts that disagree pairwise fail every
+// TestExchangeMismatch: counts that disagree pairwise fail every
 // rank's output with ErrShapeMismatch, the ranks that get no output (a
 // gather's non-roots) in Wait; bad local arguments fail at once with
 // ErrBadArgument and their peers' calls fail too; the group goes on.

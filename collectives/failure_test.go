@@ -19,7 +19,9 @@ import (
 	"github.com/choreo-gpu/choreo/streams"
 )
 
-// TestR2TimelinesOnRealCollectives observes each collective's fence calls.
+// TestR2TimelinesOnRealCollectives observes each collective's fence calls:
+// all-reduce, all-gather, send and recv, with and without an input event,
+// each record exactly the expected (side, op, value) sequence.
 func TestR2TimelinesOnRealCollectives(t *testing.T) {
 	var mu sync.Mutex
 	traces := map[string][]fence.Step{}
@@ -97,7 +99,7 @@ func TestR2TimelinesOnRealCollectives(t *testing.T) {
 			"allreduce/0": {gw(1), cu(1)}, "allgather/0": {gw(1), cu(1)}, "send/0": nil, "recv/1": {gw(1), cu(1)},
 		}
 		// Where the CPU cannot see device memory, the input is staged by a
-		// copy on the GPU stream: there is always an input event (R3).
+		// copy on the GPU stream: there is always an input event.
 		staged := !w.dev.Properties().HostVisibleDeviceMem
 		if withEvent || staged {
 			want = map[string][]fence.Step{
@@ -255,7 +257,7 @@ func TestRankFailsMidCollective(t *testing.T) {
 		if n := testenv.Fences(t, rt).Live(); n != 0 {
 			t.Fatalf("%d fences live after the failure", n)
 		}
-		// The survivors' runtime stays usable for a new group (R19).
+		// The survivors' runtime stays usable for a new group.
 		gs2, err := collectives.Local(rt, 2)
 		if err != nil {
 			t.Fatal(err)

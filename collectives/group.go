@@ -20,8 +20,8 @@ import (
 // matched across ranks by call order, so each rank must call them in the
 // same order; calls from several goroutines on one group are serialised
 // (the order is whatever order the calls take the group's lock). Each rank
-// of a group owns its communication stream (R12). Methods are safe for
-// concurrent use.
+// of a group owns its communication stream; ranks never share one. Methods
+// are safe for concurrent use.
 type Group struct {
 	rt     *actors.Runtime
 	fences *fence.Manager
@@ -172,7 +172,7 @@ func (g *Group) Wait(ctx context.Context) error {
 }
 
 // Close leaves the group: this rank's pending collectives fail, and peers
-// see ErrPeerLost for anything involving this rank (R19). The runtime
+// see ErrPeerLost for anything involving this rank. The runtime
 // remains usable for new groups.
 func (g *Group) Close() error {
 	g.mu.Lock()

@@ -150,7 +150,7 @@ func applyI(op collectives.Op, a, b int64) int64 {
 	}
 }
 
-// tolerance is R20's relative error bound per dtype (0: exact).
+// tolerance is the relative error bound per dtype (0: exact).
 func tolerance(dt gpu.DType) float64 {
 	switch dt {
 	case gpu.Float32, gpu.Float64:

@@ -33,7 +33,7 @@ func nilInput(op string, g *Group) error {
 
 // AllReduce returns, at once, the element-wise reduction of x over every
 // rank of the group; every rank gets the whole result. In a group of size 1
-// the result equals x (R17).
+// the result equals x.
 func (g *Group) AllReduce(s *streams.GPU, x *array.Array, op Op, opts ...CallOption) (*array.Array, error) {
 	if x == nil {
 		return nil, g.abortWith(nilInput("allreduce", g))
@@ -176,7 +176,7 @@ func (g *Group) Barrier(ctx context.Context) error {
 
 // abortWith consumes the group's next sequence number for a call that
 // failed before it could start and aborts it for the peers, so they fail
-// at once instead of waiting for this rank (R18).
+// at once instead of waiting for this rank.
 func (g *Group) abortWith(err error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()

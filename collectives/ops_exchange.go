@@ -15,7 +15,7 @@ import (
 // blocks every rank sent this one, in rank order. x's first axis must be a
 // multiple of Size(); every rank must pass the same shape and dtype, or
 // every rank fails with ErrShapeMismatch. In a group of size 1 the result
-// equals x (R17).
+// equals x.
 func (g *Group) AllToAll(s *streams.GPU, x *array.Array) (*array.Array, error) {
 	if x == nil {
 		return nil, g.abortWith(nilInput("alltoall", g))

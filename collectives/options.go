@@ -48,7 +48,7 @@ type config struct {
 }
 
 // TraceEvent reports one finished collective: which, on which rank, the
-// fence's (side, op, value) sequence (R2), how long it took and its error.
+// fence's (side, op, value) sequence, how long it took and its error.
 type TraceEvent struct {
 	Op       string
 	Rank     int
@@ -88,7 +88,9 @@ func WithPeerTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxBytes refuses payloads over n bytes per rank (R18); 0 means no limit.
+// WithMaxBytes refuses payloads over n bytes per rank (ErrTooLarge on the
+// rank that passed it; the peers' matching calls fail too). 0 means no
+// limit.
 func WithMaxBytes(n int) Option { return func(c *config) { c.maxBytes = n } }
 
 // WithAlgorithm passes options to the algorithms (algorithm choice,
@@ -114,6 +116,6 @@ type callConfig struct {
 	donate bool
 }
 
-// Donate lets the output take over the input's buffer (R16): the op runs in
+// Donate lets the output take over the input's buffer: the op runs in
 // place, and the caller must not use the input again.
 func Donate() CallOption { return func(c *callConfig) { c.donate = true } }

@@ -75,7 +75,7 @@ func TestStagedAllReduceInParts(t *testing.T) {
 	}
 }
 
-// TestStagedPartsShapeMismatch (R18): ranks whose payloads split into
+// TestStagedPartsShapeMismatch: ranks whose payloads split into
 // different numbers of parts, or one split and one whole, fail with
 // ErrShapeMismatch at the first match, not at the deadline, and the group
 // stays usable (an all-reduce just above algo.DefaultSmallBytes: the

@@ -47,7 +47,7 @@ func TestQueuedCollectivesKeepTheirTimeout(t *testing.T) {
 }
 
 // An input whose producer fails after the collective was launched fails
-// the collective's output (R11) on this rank, and the peers fail by its
+// the collective's output on this rank, and the peers fail by its
 // abort, not at their deadline.
 func TestInputFailingAfterLaunch(t *testing.T) {
 	w := newWorld(t, 2, collectives.WithTimeout(30*time.Second))
@@ -102,7 +102,7 @@ func TestFailedSendKeepsPairOrder(t *testing.T) {
 }
 
 // Donating an input does not let the collective overwrite it before the
-// commands queued earlier on the same stream have read it (R12, R16).
+// commands queued earlier on the same stream have read it.
 func TestDonationWaitsForQueuedReaders(t *testing.T) {
 	w := newWorld(t, 2, collectives.WithTimeout(5*time.Second))
 	hold, err := collectives.Local(w.rt, 2, collectives.WithTimeout(5*time.Second))

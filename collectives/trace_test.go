@@ -49,7 +49,7 @@ func TestTraceAllReduce4Ranks(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Donated: the input has a producer event, so both fence
-			// directions are used (R3).
+			// directions are used.
 			y, err := w.groups[r].AllReduce(w.s[r], x, collectives.Sum, collectives.Donate())
 			if err != nil {
 				t.Fatal(err)
@@ -271,8 +271,9 @@ func checkFlows(t *testing.T, evs []chromeEvent) {
 	}
 }
 
-// checkChoreography checks, per rank and fence, the order R15 and R2 give:
-// GPU update(1) starts before the comm task's wait(1) ends, the task's
+// checkChoreography checks, per rank and fence, the order that the comm
+// task's steps (wait, collective, update) and each side's counts give: GPU
+// update(1) starts before the comm task's wait(1) ends, the task's
 // update(2) before the GPU's wait(2) ends, and the task's fence calls lie
 // inside the task.
 func checkChoreography(t *testing.T, evs []chromeEvent, n, calls int) {

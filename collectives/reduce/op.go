@@ -8,7 +8,7 @@ import (
 // Op is a reduction operator. The zero value is invalid.
 type Op uint8
 
-// The reduction operators (DESIGN section 4).
+// The reduction operators.
 const (
 	Sum Op = iota + 1
 	Prod
