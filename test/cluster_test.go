@@ -18,7 +18,8 @@ var done = regexp.MustCompile(`CHECK done ok=(\d+) failed=(\d+) live-fences=(-?\
 // have run, and passed, on every rank.
 var exchangeSteps = []string{"alltoall/", "alltoallv/", "gather/", "scatter/", "reduce/", "batch/"}
 
-// TestMatrix: every op is correct on the R20 matrix across 2 and 4
+// TestMatrix: every op is correct on the matrix of ops, dtypes and sizes
+// (integers exact, floats within per-dtype error bounds) across 2 and 4
 // processes, the exchange ops (all-to-all even and uneven with zero
 // counts, gather, scatter, reduce to a root, a batched ring) included,
 // and no fence is left live. The plain run takes 4 processes over TCP and

@@ -19,7 +19,7 @@ import (
 // step, "CHECK <step> ok" or "CHECK <step> FAIL <sentinel> <error>", and a
 // last line "CHECK done ok=<n> failed=<m> live-fences=<k>"; the command
 // fails when a step failed.
-//   - matrix: R20 across processes: all-reduce of every dtype (sum, min,
+//   - matrix: across processes, all-reduce of every dtype (sum, min,
 //     max, prod) over 1, 7, 10 and 1024 elements and 1024x1024 float32;
 //     all-gather, reduce-scatter, broadcast (first and last root),
 //     send/recv around the ring; all-to-all (even, and uneven with zero
@@ -199,7 +199,7 @@ func reduce(dt gpu.DType, op collectives.Op, ins [][]float64) []float64 {
 	return out
 }
 
-// tolerance is R20's relative error bound for dt.
+// tolerance is the relative error bound for dt: 0 (exact) for integers.
 func tolerance(dt gpu.DType) float64 {
 	switch dt {
 	case gpu.Float16:

@@ -11,13 +11,13 @@ import (
 	"github.com/choreo-gpu/choreo/streams"
 )
 
-// The matrix's exchange steps (R20 across processes for the ops that move
-// blocks between ranks): all-to-all, even and uneven (zero counts
-// included), gather and scatter from the first and the last rank, reduce
-// to a root and the ring as one Batch, for every dtype at 0, 1, 7 and 1024
-// elements per block and float32 at 1024x1024. Whatever only moves data is
-// checked exactly; a reduction against its float64 reference (integers
-// exact, floats within R20's tolerances).
+// The matrix's exchange steps (the correctness matrix across processes for
+// the ops that move blocks between ranks): all-to-all, even and uneven
+// (zero counts included), gather and scatter from the first and the last
+// rank, reduce to a root and the ring as one Batch, for every dtype at 0,
+// 1, 7 and 1024 elements per block and float32 at 1024x1024. Whatever only
+// moves data is checked exactly; a reduction against its float64 reference
+// (integers exact, floats within tolerance's relative error bounds).
 
 // exchangeCounts are the elements per block of the exchange steps.
 func exchangeCounts(dt gpu.DType) []int {

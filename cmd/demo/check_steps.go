@@ -10,7 +10,8 @@ import (
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
-// matrix runs R20's steps; every rank runs the same steps in the same order.
+// matrix runs the steps of the matrix of ops, dtypes and sizes; every rank
+// runs the same steps in the same order.
 func (k *checker) matrix() {
 	for _, dt := range gpu.DTypes {
 		for _, op := range []collectives.Op{collectives.Sum, collectives.Min, collectives.Max, collectives.Prod} {

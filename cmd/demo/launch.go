@@ -21,11 +21,11 @@ import (
 	"github.com/choreo-gpu/choreo/metrics"
 )
 
-// launchCmd starts a local cluster (DESIGN section 3): n copies of this
-// executable, each `demo node <args>` with one rank, which join over
-// loopback. Their output comes back line by line, led by "[rank] ". When a
-// rank fails the launcher stops the others and names it; on Ctrl-C it
-// stops them all; no rank outlives it.
+// launchCmd starts a local cluster: n copies of this executable, each
+// `demo node <args>` with one rank, which join over loopback. Their output
+// comes back line by line, led by "[rank] ". When a rank fails the launcher
+// stops the others and names it; on Ctrl-C it stops them all; no rank
+// outlives it.
 type launchCmd struct {
 	N        int           `short:"n" help:"Ranks: processes to start." default:"4"`
 	Secret   string        `help:"The ranks' shared secret (at least 16 bytes, used as given); default: 32 random bytes in hex." env:"CHOREO_SECRET"`

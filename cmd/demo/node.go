@@ -21,7 +21,7 @@ import (
 type nodeCmd struct {
 	Run   nodeRunCmd   `cmd:"" default:"withargs" help:"The training-like loop, this process's rank."`
 	Bench nodeBenchCmd `cmd:"" help:"The sweep, this process's rank."`
-	Check nodeCheckCmd `cmd:"" help:"Self-checks across processes (R20 matrix, soak, mismatch, mismatch-alltoallv), for the integration tests."`
+	Check nodeCheckCmd `cmd:"" help:"Self-checks across processes (the matrix of ops, dtypes and sizes, soak, mismatch, mismatch-alltoallv), for the integration tests."`
 }
 
 // nodeRunCmd is the run loop on the joined rank.
