@@ -84,7 +84,7 @@ func closeAll(ts []transport.Transport) {
 	}
 }
 
-// TestAllReduceMatrix is the R20 matrix: every dtype and op, sizes below
+// TestAllReduceMatrix is the matrix of ops, dtypes and sizes: every dtype and op, sizes below
 // and above the rank count, 1..5 ranks, every algorithm, in and out of place.
 func TestAllReduceMatrix(t *testing.T) {
 	for _, cfg := range configs {

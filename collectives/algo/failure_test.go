@@ -43,7 +43,7 @@ func call(ctx context.Context, tr transport.Transport, d algo.Desc, opts ...algo
 	return fmt.Errorf("test: kind %v", d.Kind)
 }
 
-// R18: a rank that calls something else at the same Seq makes every rank
+// TestMismatch: a rank that calls something else at the same Seq makes every rank
 // fail with ErrMismatch (ErrShapeMismatch for count and dtype), promptly.
 func TestMismatch(t *testing.T) {
 	base := algo.Desc{Kind: algo.KindAllReduce, Group: 7, Seq: 3, DType: gpu.Float32, Count: 10, Op: reduce.Sum}
@@ -160,7 +160,7 @@ func TestBadArguments(t *testing.T) {
 	}
 }
 
-// Group of size 1 (R17): all-reduce/all-gather return the input; send and
+// TestGroupOfOne: in a group of size 1 all-reduce/all-gather return the input; send and
 // recv fail clearly.
 func TestGroupOfOne(t *testing.T) {
 	tr := transport.NewLocal(1)[0]

@@ -19,7 +19,7 @@ import (
 
 // BenchmarkLoopback measures two ranks moving the same bytes the same way
 // over shm and, beside them in the same run, over tcp on loopback (like
-// with like; DESIGN section 5), with a plain copy of the bytes as the
+// with like), with a plain copy of the bytes as the
 // floor (shm copies each byte twice: into a slot, out of it):
 //
 //   - oneway-64MiB: rank 0 sends 64 MiB messages that rank 1 receives

@@ -1,5 +1,5 @@
 // Package shm is choreo's data plane between processes of one host: a
-// msg.Link per pair of ranks over shared memory (DESIGN section 3), under
+// msg.Link per pair of ranks over shared memory, under
 // the message layer of package msg (matching, eager and rendezvous
 // sending, aborts, liveness), beside tcp's links for ranks on other
 // hosts. Connect links this rank to every other one and returns a

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkLoopback measures two ranks on loopback, and beside them, in
 // the same run, a plain Go TCP socket pair moving the same bytes the same
-// way (like with like; DESIGN section 5):
+// way (like with like):
 //
 //   - oneway-64MiB: rank 0 sends 64 MiB messages that rank 1 receives
 //     (bytes/s is the one-way bandwidth). The socket writes 64 MiB and
