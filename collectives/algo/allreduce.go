@@ -109,7 +109,7 @@ func (c *coll) resolve(bytes int, doubling bool) error {
 		switch {
 		case c.pa != nil:
 			c.alg = Direct
-		case bytes > c.o.HierBytes && c.hierFits():
+		case c.hierAuto(bytes) && c.hierFits():
 			c.alg = Hierarchical
 		case doubling && bytes <= c.o.SmallBytes:
 			c.alg = Doubling

@@ -25,11 +25,15 @@
 //   - hierarchical (hier.go, hier_*.go): two levels over the group's
 //     Topology (collectives.WithHosts), inside each host and across hosts:
 //     all-reduce (reduce-scatter inside, all-reduce of each slice across,
-//     all-gather inside, large vectors pipelined in parts), all-gather,
-//     reduce-scatter and broadcast; Auto takes it on message transports
-//     above Options.HierBytes where the topology spans hosts with several
-//     ranks on some host (and, but for broadcast, as many ranks on every
-//     host).
+//     all-gather inside, large vectors pipelined in parts, two parts at a
+//     time across hosts), all-gather, reduce-scatter and broadcast. Auto
+//     takes it on message transports where the topology spans hosts with
+//     as many ranks on every host, and several on some: for all-reduce
+//     above DefaultHierBytes, for all-gather and reduce-scatter (whose
+//     levels are not pipelined) above DefaultHierGatherBytes, or above
+//     Options.HierBytes where it is set; never for broadcast (ranks of a
+//     host numbered together already make the flat tree cross to each
+//     host about once); WithAlgorithm(Hierarchical) forces it.
 //
 // float16 and bfloat16 reductions round once per element: the direct
 // algorithm reduces all inputs at once (reduce.Many), and the message

@@ -36,6 +36,28 @@ const (
 	maxHierHosts = hierStepIntra1 / hierRowStep
 )
 
+// hierAuto reports whether Auto takes the levels for a payload of bytes
+// (per rank, as resolve sees it) where the topology allows them: never
+// for broadcast; above DefaultHierBytes for all-reduce and above
+// DefaultHierGatherBytes for all-gather and reduce-scatter, or above
+// Options.HierBytes where it is set (negative: any payload).
+func (c *coll) hierAuto(bytes int) bool {
+	limit := c.o.HierBytes
+	switch c.d.Kind {
+	case KindAllReduce:
+		if limit == 0 {
+			limit = DefaultHierBytes
+		}
+	case KindAllGather, KindReduceScatter:
+		if limit == 0 {
+			limit = DefaultHierGatherBytes
+		}
+	default:
+		return false
+	}
+	return bytes > limit
+}
+
 // hierFits reports whether the group's topology allows the hierarchical
 // algorithm of this collective: a topology of the group's size that spans
 // hosts with more than one rank on some host; all-reduce, all-gather and

@@ -266,7 +266,13 @@ func hierCase(t *testing.T, lay layout, topo *algo.Topology, plain bool, k kindC
 		return fmt.Errorf("levels: %w", err)
 	}
 	// (an empty payload sends nothing in levels: no step to see)
-	if want := lay.even || k.kind == algo.KindBroadcast; d.Count > 0 && w.leveled.Load() != want {
+	// Auto never takes the levels for broadcast; forced, it runs them on
+	// any topology that spans hosts.
+	want := lay.even || k.kind == algo.KindBroadcast
+	if plain && k.kind == algo.KindBroadcast {
+		want = false
+	}
+	if d.Count > 0 && w.leveled.Load() != want {
 		return fmt.Errorf("ran in levels: %v, want %v", w.leveled.Load(), want)
 	}
 	if err := expected(k, d, inputs, hier); err != nil {
@@ -315,7 +321,12 @@ func TestHierLarge(t *testing.T) {
 			w := newWatch(c.lay.hosts)
 			ts := watchedLocal(c.lay.hosts, true, w)
 			defer closeAll(ts)
-			outs, err := runKind(t, ts, c.k, d, inputs, []algo.Option{algo.WithTopology(topologyOf(t, c.lay.hosts))})
+			opts := []algo.Option{algo.WithTopology(topologyOf(t, c.lay.hosts))}
+			if c.k.kind != algo.KindAllReduce {
+				// Auto keeps these flat at this size (or always: broadcast)
+				opts = append(opts, algo.WithAlgorithm(algo.Hierarchical))
+			}
+			outs, err := runKind(t, ts, c.k, d, inputs, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -329,8 +340,10 @@ func TestHierLarge(t *testing.T) {
 	}
 }
 
-// TestHierSelection: Auto takes the levels only above HierBytes, over
-// message transports, where the topology allows them.
+// TestHierSelection: Auto takes the levels only above the threshold of
+// the collective (DefaultHierBytes for all-reduce, DefaultHierGatherBytes
+// for all-gather and reduce-scatter; never for broadcast), over message
+// transports, where the topology allows them.
 func TestHierSelection(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -343,12 +356,15 @@ func TestHierSelection(t *testing.T) {
 		{"small-allreduce", []string{"a", "a", "b", "b"}, algo.KindAllReduce, algo.DefaultHierBytes / 4, true, false},
 		{"large-allreduce", []string{"a", "a", "b", "b"}, algo.KindAllReduce, algo.DefaultHierBytes/4 + 1, true, true},
 		{"small-broadcast", []string{"a", "a", "b", "b"}, algo.KindBroadcast, 1000, true, false},
-		{"large-allgather", []string{"a", "b", "a", "b"}, algo.KindAllGather, algo.DefaultHierBytes/4 + 1, true, true},
-		{"large-reducescatter", []string{"a", "a", "b", "b"}, algo.KindReduceScatter, algo.DefaultHierBytes/4 + 1, true, true},
+		{"large-broadcast", []string{"a", "a", "b", "b"}, algo.KindBroadcast, algo.DefaultHierGatherBytes/4 + 1, true, false},
+		{"mid-allgather", []string{"a", "b", "a", "b"}, algo.KindAllGather, algo.DefaultHierGatherBytes / 4, true, false},
+		{"large-allgather", []string{"a", "b", "a", "b"}, algo.KindAllGather, algo.DefaultHierGatherBytes/4 + 1, true, true},
+		{"mid-reducescatter", []string{"a", "a", "b", "b"}, algo.KindReduceScatter, algo.DefaultHierGatherBytes / 4, true, false},
+		{"large-reducescatter", []string{"a", "a", "b", "b"}, algo.KindReduceScatter, algo.DefaultHierGatherBytes/4 + 1, true, true},
 		{"one-host", []string{"a", "a", "a", "a"}, algo.KindAllReduce, 1 << 17, true, false},
 		{"one-rank-per-host", []string{"a", "b", "c", "d"}, algo.KindAllReduce, 1 << 17, true, false},
 		{"uneven-allreduce", []string{"a", "a", "b", "a"}, algo.KindAllReduce, 1 << 17, true, false},
-		{"uneven-broadcast", []string{"a", "a", "b", "a"}, algo.KindBroadcast, 1 << 17, true, true},
+		{"uneven-broadcast", []string{"a", "a", "b", "a"}, algo.KindBroadcast, 1 << 17, true, false},
 		{"peer-access", []string{"a", "a", "b", "b"}, algo.KindAllReduce, 1 << 17, false, false},
 	}
 	for i, c := range cases {
