@@ -10,11 +10,18 @@ import (
 // hierPartBytes and hierMaxParts cut an all-reduce in levels into a
 // pipeline of parts (of at least hierPartBytes, at most hierMaxParts of
 // them), so that while the hosts' ranks reduce-scatter part k+1 among
-// themselves, the link between hosts carries part k.
+// themselves, the link between hosts carries part k. hierWindow is how
+// many parts each level runs at once: two across hosts, so that the link
+// carries the next part while one part's ring ends (its last chunks'
+// round trips, its reduction before the all-gather step) and the link
+// never drains between parts; one inside a host, where the early parts
+// go first so that the link gets them early.
 const (
 	hierPartBytes = 4 << 20
-	hierMaxParts  = 8
+	hierMaxParts  = 16
 )
+
+var hierWindow = [3]int{1, 4, 1}
 
 // hierAllReduce all-reduces in into out in three levels, over the
 // Topology's L ranks per host and m hosts:
@@ -28,7 +35,11 @@ const (
 //  3. inside each host, a ring all-gather of the L blocks.
 //
 // A large vector runs as a pipeline of parts (hierPartBytes), each part
-// through the three levels in turn, each level taking the parts in order.
+// through the three levels in turn, each level taking the parts in order,
+// hierWindow of them at once: level 2 of part k-1, level 1 of parts k and
+// k+1 and level 0 of part k+2 run together. Each part's rings, on every
+// level, have steps of their own, and the L cross-host rings of a part
+// (one per local index) run at once, each on its own ranks.
 //
 // Order of reduction: an element is reduced over its host's ranks first
 // (in the ring order of the host), then over the m host partials (in the
@@ -77,7 +88,9 @@ func (c *coll) hierAllReduce(in, out []byte) error {
 }
 
 // hierAllReducePart runs part p (in into buf, elements of dt) through the
-// three levels, each once part p-1 has passed it, on steps of its own.
+// three levels, each once part p-hierWindow[lvl] has passed it, on steps
+// of its own: the parts of one residue modulo the window pass a level one
+// after another, so at most hierWindow[lvl] parts run it at once.
 func (c *coll) hierAllReducePart(ctx context.Context, p int, dt gpu.DType, in, buf []byte, done [3][]chan struct{}) error {
 	t := c.o.Topology
 	h, j := t.Host(c.rank), t.Local(c.rank)
@@ -85,9 +98,9 @@ func (c *coll) hierAllReducePart(ctx context.Context, p int, dt gpu.DType, in, b
 	l, m, es := len(host), t.Hosts(), dt.Size()
 	count, off := len(buf)/es, uint32(p)*hierRowStep
 	for lvl := range 3 {
-		if p > 0 {
+		if w := hierWindow[lvl]; p >= w {
 			select {
-			case <-done[lvl][p-1]:
+			case <-done[lvl][p-w]:
 			case <-ctx.Done():
 				return transport.CtxError(ctx)
 			}
