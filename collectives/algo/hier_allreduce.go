@@ -21,7 +21,7 @@ const (
 	hierMaxParts  = 16
 )
 
-var hierWindow = [3]int{1, 4, 1}
+var hierWindow = [3]int{1, 2, 1}
 
 // hierAllReduce all-reduces in into out in three levels, over the
 // Topology's L ranks per host and m hosts:
