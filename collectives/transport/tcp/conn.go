@@ -97,6 +97,13 @@ type conn struct {
 	bulk      bool
 	readSince bool // bytes read since the lingering reader's deadline was set
 	nowait    bool // reads do not wait (a Wait polls; see poll.go)
+
+	// A read or write that does not wait, on the raw descriptor (see
+	// poll.go): its buffer and result, and the function rc calls, made
+	// once so that a poll allocates nothing. The read's are the reader's,
+	// the write's are under wsem.
+	pr, pw   rawOp
+	prf, pwf func(fd uintptr) bool
 }
 
 func newConn(l *link, idx int, nc net.Conn) *conn {
@@ -105,6 +112,7 @@ func newConn(l *link, idx int, nc net.Conn) *conn {
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
 	}
+	c.prf, c.pwf = c.pr.read, c.pw.write
 	return c
 }
 

@@ -44,18 +44,33 @@ func pollBudget(cfg Config) time.Duration {
 // errWouldBlock is a read that does not wait finding nothing to read.
 var errWouldBlock = errors.New("tcp: read would block")
 
+// rawOp is one system call on a raw descriptor: its buffer and result.
+type rawOp struct {
+	b   []byte
+	n   int
+	err error
+}
+
+func (o *rawOp) read(fd uintptr) bool {
+	o.n, o.err = syscall.Read(int(fd), o.b)
+	return true
+}
+
+func (o *rawOp) write(fd uintptr) bool {
+	o.n, o.err = syscall.Write(int(fd), o.b)
+	return true
+}
+
 // read reads c's socket into b: at once (errWouldBlock when nothing is
 // there) while c.nowait is set, else waiting in the netpoller.
 func (c *conn) read(b []byte) (int, error) {
 	if !c.nowait || c.rc == nil {
 		return c.nc.Read(b)
 	}
-	var n int
-	var err error
-	cerr := c.rc.Read(func(fd uintptr) bool {
-		n, err = syscall.Read(int(fd), b)
-		return true
-	})
+	c.pr.b = b
+	cerr := c.rc.Read(c.prf)
+	n, err := c.pr.n, c.pr.err
+	c.pr = rawOp{}
 	switch {
 	case cerr != nil: // a deadline (a kick), a closed connection
 		return 0, cerr
@@ -71,18 +86,18 @@ func (c *conn) read(b []byte) (int, error) {
 
 // tryWrite writes b if the socket takes it at once, without waiting, and
 // returns the bytes it took (0 where it would wait or has no raw
-// descriptor; an error is left to the ordinary write that follows).
+// descriptor; an error is left to the ordinary write that follows). The
+// caller holds wsem.
 func (c *conn) tryWrite(b []byte) int {
 	if c.rc == nil {
 		return 0
 	}
-	n := 0
-	_ = c.rc.Write(func(fd uintptr) bool {
-		k, err := syscall.Write(int(fd), b)
-		if err == nil && k > 0 {
-			n = k
-		}
-		return true
-	})
+	c.pw.b = b
+	_ = c.rc.Write(c.pwf)
+	n, err := c.pw.n, c.pw.err
+	c.pw = rawOp{}
+	if err != nil || n < 0 {
+		return 0
+	}
 	return n
 }
