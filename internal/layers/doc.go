@@ -26,6 +26,7 @@
 //	11 collectives                              Group, the ops as choreographies
 //	12 choreotest                               the actor-level test kit
 //	13 internal/testenv                         the tests' set-up (on the kit)
+//	13 bench/internal/rig                       what the benchmark harnesses share: rank processes, tables
 //	14 cmd/..., bench/..., test                 programs, benchmarks, the integration tests
 //
 // Services a runtime needs per system (the fence manager, the default comm

@@ -31,16 +31,19 @@ var layer = map[string]int{
 	"collectives":         11,
 	"choreotest":          12,
 	"internal/testenv":    13,
+	"bench/internal/rig":  13,
 }
 
-// place is a package's layer; every cmd/ program, and the integration
-// tests, are on top.
+// place is a package's layer: the table's, else the top for every cmd/
+// program, benchmark and the integration tests.
 func place(pkg string) (int, bool) {
+	if l, ok := layer[pkg]; ok {
+		return l, true
+	}
 	if strings.HasPrefix(pkg, "cmd/") || strings.HasPrefix(pkg, "bench/") || pkg == "test" {
 		return 14, true
 	}
-	l, ok := layer[pkg]
-	return l, ok
+	return 0, false
 }
 
 // TestImportsPointDown parses every non-test Go file of the module (all
