@@ -20,16 +20,16 @@ func TestAbortScope(t *testing.T) {
 	ctx := ctxOf(t, transporttest.Long)
 	x, y := tagOf(1, 1), tagOf(1, 2)
 	big := fill(4*transporttest.DefaultPipe.EagerMax, 1)
-	send := async(func() error { return g.eps[0].Send(ctx, 1, x, big) })
-	recv := async(func() error { return g.eps[2].Recv(ctx, 1, x, make([]byte, 8)) })
-	other := async(func() error { return g.eps[1].Recv(ctx, 0, y, make([]byte, len(big))) })
+	send := transporttest.Async(func() error { return g.eps[0].Send(ctx, 1, x, big) })
+	recv := transporttest.Async(func() error { return g.eps[2].Recv(ctx, 1, x, make([]byte, 8)) })
+	other := transporttest.Async(func() error { return g.eps[1].Recv(ctx, 0, y, make([]byte, len(big))) })
 	cause := errors.New("rank 1 gives up")
 	g.eps[1].Abort(x, cause)
 	for _, c := range []struct {
 		ch   <-chan error
 		what string
 	}{{send, "rank 0's Send"}, {recv, "rank 2's Recv"}} {
-		err := result(t, c.ch, transporttest.Prompt, c.what)
+		err := transporttest.Await(t, c.ch, transporttest.Prompt, c.what)
 		var ae *transport.AbortError
 		if !errors.As(err, &ae) || ae.Origin != 1 || ae.Cause.Error() != cause.Error() {
 			t.Fatalf("%s: %v; want the abort of rank 1", c.what, err)
@@ -38,7 +38,7 @@ func TestAbortScope(t *testing.T) {
 	if err := g.eps[0].Send(ctx, 1, y, big); err != nil {
 		t.Fatalf("the other collective: %v", err)
 	}
-	if err := result(t, other, transporttest.Long, "the other collective's Recv"); err != nil {
+	if err := transporttest.Await(t, other, transporttest.Long, "the other collective's Recv"); err != nil {
 		t.Fatal(err)
 	}
 	g.eps[2].Abort(x, errors.New("a second abort"))

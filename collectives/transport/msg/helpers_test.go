@@ -71,23 +71,4 @@ func fill(n int, seed byte) []byte {
 	return b
 }
 
-// async runs f and returns its error on a channel.
-func async(f func() error) <-chan error {
-	ch := make(chan error, 1)
-	go func() { ch <- f() }()
-	return ch
-}
-
-// result waits for ch, at most d.
-func result(t *testing.T, ch <-chan error, d time.Duration, what string) error {
-	t.Helper()
-	select {
-	case err := <-ch:
-		return err
-	case <-time.After(d):
-		t.Fatalf("%s: no result within %v", what, d)
-		return nil
-	}
-}
-
 func tagOf(group, seq uint64) transport.Tag { return transport.Tag{Group: group, Seq: seq} }

@@ -26,14 +26,14 @@ func TestLoseKeepsEagerMessages(t *testing.T) {
 		}
 	}
 	big := tagOf(6, 2)
-	pending := async(func() error { return g.eps[0].Send(ctx, 1, big, fill(3*transporttest.DefaultPipe.EagerMax, 0)) })
-	waiting := async(func() error { return g.eps[1].Recv(ctx, 0, tagOf(6, 3), make([]byte, 1)) })
+	pending := transporttest.Async(func() error { return g.eps[0].Send(ctx, 1, big, fill(3*transporttest.DefaultPipe.EagerMax, 0)) })
+	waiting := transporttest.Async(func() error { return g.eps[1].Recv(ctx, 0, tagOf(6, 3), make([]byte, 1)) })
 	time.Sleep(transporttest.Short)
 	_ = g.eps[0].Close()
-	if err := result(t, pending, transporttest.Prompt, "the closing rank's Send"); !errors.Is(err, transport.ErrClosed) {
+	if err := transporttest.Await(t, pending, transporttest.Prompt, "the closing rank's Send"); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("the closing rank's Send: %v; want ErrClosed", err)
 	}
-	if err := result(t, waiting, transporttest.Prompt, "the peer's Recv"); !errors.Is(err, transport.ErrPeerLost) {
+	if err := transporttest.Await(t, waiting, transporttest.Prompt, "the peer's Recv"); !errors.Is(err, transport.ErrPeerLost) {
 		t.Fatalf("the peer's Recv: %v; want ErrPeerLost", err)
 	}
 	for i := range 3 {
@@ -64,7 +64,7 @@ func TestLosePeer(t *testing.T) {
 	if err := g.eps[0].Send(ctx, 1, tagOf(7, 1), []byte{7}); err != nil {
 		t.Fatal(err)
 	}
-	waiting := async(func() error { return g.eps[1].Recv(ctx, 0, tagOf(7, 2), make([]byte, 1)) })
+	waiting := transporttest.Async(func() error { return g.eps[1].Recv(ctx, 0, tagOf(7, 2), make([]byte, 1)) })
 	// The eager message has arrived once a message sent after it has.
 	if err := g.eps[0].Send(ctx, 1, tagOf(7, 3), []byte{8}); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestLosePeer(t *testing.T) {
 	}
 	cause := errors.New("its process died")
 	g.eps[1].LosePeer(0, cause)
-	err := result(t, waiting, transporttest.Prompt, "Recv")
+	err := transporttest.Await(t, waiting, transporttest.Prompt, "Recv")
 	if !errors.Is(err, transport.ErrPeerLost) || !strings.Contains(err.Error(), cause.Error()) {
 		t.Fatalf("Recv: %v; want ErrPeerLost for the cause", err)
 	}

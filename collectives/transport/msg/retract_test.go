@@ -30,12 +30,12 @@ func TestRetractBeforeRecv(t *testing.T) {
 		}
 		copy(buf, fill(len(buf), 2)) // reused at once
 		next := fill(len(buf), 3)
-		send := async(func() error { return g.eps[0].Send(ctx, 1, tag, next) })
+		send := transporttest.Async(func() error { return g.eps[0].Send(ctx, 1, tag, next) })
 		got := make([]byte, len(buf))
 		if err := g.eps[1].Recv(ctx, 0, tag, got); err != nil || !bytes.Equal(got, next) {
 			t.Fatalf("single copy %v: the Recv got the withdrawn message (%v)", pc.SingleCopyMin > 0, err)
 		}
-		if err := result(t, send, transporttest.Long, "the next Send"); err != nil {
+		if err := transporttest.Await(t, send, transporttest.Long, "the next Send"); err != nil {
 			t.Fatal(err)
 		}
 		g.noHolds(t)
@@ -53,13 +53,13 @@ func TestRetractWhileStreaming(t *testing.T) {
 	const n = 2 << 20
 	first, second := fill(n, 1), fill(n, 2)
 	got := make([]byte, n)
-	recv := async(func() error { return g.eps[1].Recv(ctx, 0, tag, got) })
+	recv := transporttest.Async(func() error { return g.eps[1].Recv(ctx, 0, tag, got) })
 	time.Sleep(transporttest.Short)
 	sctx, cancel := context.WithCancel(ctx)
-	send := async(func() error { return g.eps[0].Send(sctx, 1, tag, first) })
+	send := transporttest.Async(func() error { return g.eps[0].Send(sctx, 1, tag, first) })
 	time.Sleep(2 * time.Millisecond)
 	cancel()
-	err := result(t, send, transporttest.Long, "the canceled Send")
+	err := transporttest.Await(t, send, transporttest.Long, "the canceled Send")
 	want := first
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -72,7 +72,7 @@ func TestRetractWhileStreaming(t *testing.T) {
 	default:
 		t.Log("the Send finished before its cancel")
 	}
-	if err := result(t, recv, transporttest.Long, "Recv"); err != nil {
+	if err := transporttest.Await(t, recv, transporttest.Long, "Recv"); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
@@ -88,12 +88,12 @@ func TestSingleCopyCounted(t *testing.T) {
 		g := newGroup(t, 2, pc, msg.Config{})
 		ctx := ctxOf(t, transporttest.Long)
 		data := fill(3*transporttest.DefaultPipe.Chunk+7, 5)
-		send := async(func() error { return g.eps[0].Send(ctx, 1, tagOf(5, 1), data) })
+		send := transporttest.Async(func() error { return g.eps[0].Send(ctx, 1, tagOf(5, 1), data) })
 		got := make([]byte, len(data))
 		if err := g.eps[1].Recv(ctx, 0, tagOf(5, 1), got); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("Recv: %v", err)
 		}
-		if err := result(t, send, transporttest.Long, "Send"); err != nil {
+		if err := transporttest.Await(t, send, transporttest.Long, "Send"); err != nil {
 			t.Fatal(err)
 		}
 		want := uint64(0)

@@ -35,12 +35,12 @@ func TestSizeMismatch(t *testing.T) {
 						t.Fatalf("%d bytes into %d: Send %v", n, n+delta, sendErr)
 					}
 					next := fill(n, byte(step))
-					ch := async(func() error { return g.eps[0].Send(ctx, 1, tag, next) })
+					ch := transporttest.Async(func() error { return g.eps[0].Send(ctx, 1, tag, next) })
 					got := make([]byte, n)
 					if err := g.eps[1].Recv(ctx, 0, tag, got); err != nil || !bytes.Equal(got, next) {
 						t.Fatalf("the next message: %v", err)
 					}
-					if err := result(t, ch, transporttest.Long, "the next Send"); err != nil {
+					if err := transporttest.Await(t, ch, transporttest.Long, "the next Send"); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -56,13 +56,13 @@ func mismatch(t *testing.T, g *group, tag transport.Tag, n, m int, recvFirst boo
 	ctx := ctxOf(t, transporttest.Long)
 	var recv <-chan error
 	if recvFirst {
-		recv = async(func() error { return g.eps[1].Recv(ctx, 0, tag, make([]byte, m)) })
+		recv = transporttest.Async(func() error { return g.eps[1].Recv(ctx, 0, tag, make([]byte, m)) })
 		time.Sleep(transporttest.Short)
 	}
-	send := async(func() error { return g.eps[0].Send(ctx, 1, tag, fill(n, 0)) })
+	send := transporttest.Async(func() error { return g.eps[0].Send(ctx, 1, tag, fill(n, 0)) })
 	if !recvFirst {
 		time.Sleep(transporttest.Short)
-		recv = async(func() error { return g.eps[1].Recv(ctx, 0, tag, make([]byte, m)) })
+		recv = transporttest.Async(func() error { return g.eps[1].Recv(ctx, 0, tag, make([]byte, m)) })
 	}
-	return result(t, send, transporttest.Long, "Send"), result(t, recv, transporttest.Long, "Recv")
+	return transporttest.Await(t, send, transporttest.Long, "Send"), transporttest.Await(t, recv, transporttest.Long, "Recv")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 	"math"
 	"net"
 	"runtime"
@@ -51,23 +52,6 @@ func pair(ts []*Transport, a, b int, seq uint64) error {
 	return nil
 }
 
-func async(f func() error) <-chan error {
-	ch := make(chan error, 1)
-	go func() { ch <- f() }()
-	return ch
-}
-
-func await(t *testing.T, ch <-chan error, d time.Duration, what string) error {
-	t.Helper()
-	select {
-	case err := <-ch:
-		return err
-	case <-time.After(d):
-		t.Fatalf("%s: no result within %v", what, d)
-		return nil
-	}
-}
-
 // A peer that breaks the frame protocol (a declared length over MaxFrame,
 // an unknown type, reserved bytes, a window overrun, a chunk of nothing,
 // an abort in another rank's name) is dropped: its operations fail with
@@ -112,7 +96,7 @@ func TestProtocolErrors(t *testing.T) {
 			defer closeAll(ts)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			pending := async(func() error {
+			pending := transporttest.Async(func() error {
 				return ts[0].Recv(ctx, 2, transport.Tag{Group: 1}, make([]byte, 8))
 			})
 			time.Sleep(10 * time.Millisecond)
@@ -123,7 +107,7 @@ func TestProtocolErrors(t *testing.T) {
 			// The peer may hang up before all is written: only its
 			// reaction counts.
 			_ = tc.send(ts[2].links[0].conns[0])
-			err := await(t, pending, 5*time.Second, "recv from the faulty peer")
+			err := transporttest.Await(t, pending, 5*time.Second, "recv from the faulty peer")
 			if !errors.Is(err, transport.ErrPeerLost) || !strings.Contains(err.Error(), "protocol error") {
 				t.Fatalf("got %v, want ErrPeerLost for a protocol error", err)
 			}
@@ -160,8 +144,8 @@ func TestPeerVanishes(t *testing.T) {
 	var pend []<-chan error
 	for r := range 2 {
 		pend = append(pend,
-			async(func() error { return ts[r].Recv(ctx, 2, transport.Tag{Group: 3, Seq: 1}, make([]byte, 4)) }),
-			async(func() error { return ts[r].Send(ctx, 2, transport.Tag{Group: 3, Seq: 2}, make([]byte, 8<<20)) }))
+			transporttest.Async(func() error { return ts[r].Recv(ctx, 2, transport.Tag{Group: 3, Seq: 1}, make([]byte, 4)) }),
+			transporttest.Async(func() error { return ts[r].Send(ctx, 2, transport.Tag{Group: 3, Seq: 2}, make([]byte, 8<<20)) }))
 	}
 	time.Sleep(20 * time.Millisecond)
 	start := time.Now()
@@ -173,7 +157,7 @@ func TestPeerVanishes(t *testing.T) {
 		_ = c.nc.Close()
 	}
 	for i, ch := range pend {
-		err := await(t, ch, 90*time.Second, "pending op")
+		err := transporttest.Await(t, ch, 90*time.Second, "pending op")
 		if !errors.Is(err, transport.ErrPeerLost) || strings.Contains(err.Error(), "silent") || errors.Is(err, transport.ErrTimeout) {
 			t.Fatalf("op %d: got %v, want ErrPeerLost for the connections' end (not silence, not the deadline)", i, err)
 		}
@@ -330,8 +314,8 @@ func TestSilentPeer(t *testing.T) {
 	if err := exchange(t, ts, 1, 2000); err != nil {
 		t.Fatal(err)
 	}
-	recv := async(func() error { return ts[0].Recv(ctx, 2, transport.Tag{Group: 4}, make([]byte, 4)) })
-	send := async(func() error { return ts[0].Send(ctx, 2, transport.Tag{Group: 4, Seq: 1}, make([]byte, 64<<20)) })
+	recv := transporttest.Async(func() error { return ts[0].Recv(ctx, 2, transport.Tag{Group: 4}, make([]byte, 4)) })
+	send := transporttest.Async(func() error { return ts[0].Send(ctx, 2, transport.Tag{Group: 4, Seq: 1}, make([]byte, 64<<20)) })
 	time.Sleep(20 * time.Millisecond)
 	// The loss may not come before some connection to rank 2 has been
 	// silent for PeerTimeout: not before the earliest of their last reads
@@ -344,7 +328,7 @@ func TestSilentPeer(t *testing.T) {
 	start := time.Now()
 	px.frozen.Store(true)
 	for _, ch := range []<-chan error{recv, send} {
-		err := await(t, ch, 90*time.Second, "op with a silent peer")
+		err := transporttest.Await(t, ch, 90*time.Second, "op with a silent peer")
 		if !errors.Is(err, transport.ErrPeerLost) || !strings.Contains(err.Error(), "silent") {
 			t.Fatalf("got %v, want ErrPeerLost (silent)", err)
 		}
@@ -415,10 +399,10 @@ func TestAbortCauseCrossesTheWire(t *testing.T) {
 	}
 	for i, c := range causes {
 		tag := transport.Tag{Group: 8, Seq: uint64(i), Step: 3}
-		pend := async(func() error { return ts[0].Recv(ctx, 1, tag, make([]byte, 4)) })
+		pend := transporttest.Async(func() error { return ts[0].Recv(ctx, 1, tag, make([]byte, 4)) })
 		time.Sleep(5 * time.Millisecond)
 		ts[2].Abort(transport.Tag{Group: 8, Seq: uint64(i)}, c.cause)
-		err := await(t, pend, 2*time.Second, "aborted recv")
+		err := transporttest.Await(t, pend, 2*time.Second, "aborted recv")
 		var ae *transport.AbortError
 		if !errors.As(err, &ae) || ae.Origin != 2 || ae.Group != 8 || ae.Seq != uint64(i) {
 			t.Fatalf("cause %d: got %v, want an AbortError from rank 2", i, err)
@@ -575,7 +559,7 @@ func TestRecvEndsMidMessage(t *testing.T) {
 	data := bytes.Repeat([]byte{7}, size)
 	for attempt := range 10 {
 		tag := transport.Tag{Group: 4, Seq: uint64(attempt)}
-		send := async(func() error { return ts[0].Send(context.Background(), 1, tag, data) })
+		send := transporttest.Async(func() error { return ts[0].Send(context.Background(), 1, tag, data) })
 		ctx, cancel := context.WithCancel(context.Background())
 		into := make([]byte, size)
 		stop := make(chan struct{})
@@ -585,7 +569,7 @@ func TestRecvEndsMidMessage(t *testing.T) {
 		el := time.Since(start)
 		close(stop)
 		snapshot := append([]byte(nil), into...)
-		if serr := await(t, send, 10*time.Second, "send"); serr != nil {
+		if serr := transporttest.Await(t, send, 10*time.Second, "send"); serr != nil {
 			t.Fatalf("send: %v", serr)
 		}
 		if err == nil {
@@ -617,14 +601,14 @@ func TestSendEndsMidMessage(t *testing.T) {
 	for attempt := range 10 {
 		tag := transport.Tag{Group: 5, Seq: uint64(attempt)}
 		into := make([]byte, size)
-		recv := async(func() error { return ts[1].Recv(context.Background(), 0, tag, into) })
+		recv := transporttest.Async(func() error { return ts[1].Recv(context.Background(), 0, tag, into) })
 		ctx, cancel := context.WithCancel(context.Background())
 		stop := make(chan struct{})
 		go waitArriving(ts[1], 0, cancel, stop)
 		err := ts[0].Send(ctx, 1, tag, first)
 		close(stop)
 		if err == nil {
-			if rerr := await(t, recv, 10*time.Second, "recv"); rerr != nil || into[0] != 1 {
+			if rerr := transporttest.Await(t, recv, 10*time.Second, "recv"); rerr != nil || into[0] != 1 {
 				t.Fatalf("recv: %v", rerr)
 			}
 			continue
@@ -635,7 +619,7 @@ func TestSendEndsMidMessage(t *testing.T) {
 		if err := ts[0].Send(context.Background(), 1, tag, second); err != nil {
 			t.Fatalf("second send: %v", err)
 		}
-		if err := await(t, recv, 10*time.Second, "recv"); err != nil {
+		if err := transporttest.Await(t, recv, 10*time.Second, "recv"); err != nil {
 			t.Fatalf("recv: %v", err)
 		}
 		if !bytes.Equal(into, second) {
@@ -654,19 +638,19 @@ func TestNoHeadOfLine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	a, b := transport.Tag{Group: 1, Seq: 1}, transport.Tag{Group: 1, Seq: 2}
-	big := async(func() error { return ts[0].Send(ctx, 1, a, make([]byte, 32<<20)) })
-	small := async(func() error { return ts[0].Send(ctx, 1, b, []byte{9}) })
+	big := transporttest.Async(func() error { return ts[0].Send(ctx, 1, a, make([]byte, 32<<20)) })
+	small := transporttest.Async(func() error { return ts[0].Send(ctx, 1, b, []byte{9}) })
 	got := make([]byte, 1)
 	if err := ts[1].Recv(ctx, 0, b, got); err != nil || got[0] != 9 {
 		t.Fatalf("small recv: %v", err)
 	}
-	if err := await(t, small, time.Second, "small send"); err != nil {
+	if err := transporttest.Await(t, small, time.Second, "small send"); err != nil {
 		t.Fatal(err)
 	}
 	if err := ts[1].Recv(ctx, 0, a, make([]byte, 32<<20)); err != nil {
 		t.Fatal(err)
 	}
-	if err := await(t, big, 10*time.Second, "big send"); err != nil {
+	if err := transporttest.Await(t, big, 10*time.Second, "big send"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -681,13 +665,13 @@ func TestCloseLeavesNothing(t *testing.T) {
 	for r := range 3 {
 		peer := (r + 1) % 3
 		pend = append(pend,
-			async(func() error { return ts[r].Recv(ctx, peer, transport.Tag{Group: 1}, make([]byte, 4)) }),
-			async(func() error { return ts[r].Send(ctx, peer, transport.Tag{Group: 2}, make([]byte, 16<<20)) }))
+			transporttest.Async(func() error { return ts[r].Recv(ctx, peer, transport.Tag{Group: 1}, make([]byte, 4)) }),
+			transporttest.Async(func() error { return ts[r].Send(ctx, peer, transport.Tag{Group: 2}, make([]byte, 16<<20)) }))
 	}
 	time.Sleep(20 * time.Millisecond)
 	closeAll(ts)
 	for _, ch := range pend {
-		err := await(t, ch, 2*time.Second, "op at close")
+		err := transporttest.Await(t, ch, 2*time.Second, "op at close")
 		if !errors.Is(err, transport.ErrClosed) && !errors.Is(err, transport.ErrPeerLost) {
 			t.Fatalf("got %v", err)
 		}
@@ -769,7 +753,7 @@ func TestSendHonoursContext(t *testing.T) {
 		start := time.Now()
 		// A Send that ignored its context once its write blocked would
 		// never return: the bound only catches that hang.
-		err := await(t, async(func() error { return ts[0].Send(ctx, 1, tag, msg(i)) }), 30*time.Second, fmt.Sprintf("send %d", i))
+		err := transporttest.Await(t, transporttest.Async(func() error { return ts[0].Send(ctx, 1, tag, msg(i)) }), 30*time.Second, fmt.Sprintf("send %d", i))
 		el := time.Since(start)
 		cancel()
 		if err != nil {
@@ -814,11 +798,11 @@ func TestEmptyRendezvous(t *testing.T) {
 	if err := ts[0].Send(ctx, 1, transport.Tag{Seq: 1}, make([]byte, 4096)); err != nil {
 		t.Fatal(err) // fills the window
 	}
-	send := async(func() error { return ts[0].Send(ctx, 1, transport.Tag{Seq: 2}, nil) })
+	send := transporttest.Async(func() error { return ts[0].Send(ctx, 1, transport.Tag{Seq: 2}, nil) })
 	if err := ts[1].Recv(ctx, 0, transport.Tag{Seq: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := await(t, send, 5*time.Second, "empty send"); err != nil {
+	if err := transporttest.Await(t, send, 5*time.Second, "empty send"); err != nil {
 		t.Fatal(err)
 	}
 }

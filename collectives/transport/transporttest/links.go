@@ -131,7 +131,7 @@ func testLinkOrder(t *testing.T, rig *linkRig) {
 		}()
 	}
 	for range 2 * len(tags) {
-		if err := await(t, errc, Long, "lanes"); err != nil {
+		if err := Await(t, errc, Long, "lanes"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,19 +197,19 @@ func testLinkWindow(t *testing.T, rig *linkRig) {
 // B's endpoint reaches A's.
 func testLinkAbort(t *testing.T, rig *linkRig) {
 	tag := transport.Tag{Group: 5, Seq: 5}
-	recv := async(func() error { return rig.eb.Recv(rig.ctx, 0, tag, make([]byte, 8)) })
+	recv := Async(func() error { return rig.eb.Recv(rig.ctx, 0, tag, make([]byte, 8)) })
 	time.Sleep(Short)
 	rig.A.Abort(&transport.AbortError{Origin: 0, Group: 5, Seq: 5, Cause: transport.ErrTimeout}, time.Now().UnixNano())
-	err := await(t, recv, Prompt, "B's Recv after A's abort")
+	err := Await(t, recv, Prompt, "B's Recv after A's abort")
 	var ae *transport.AbortError
 	if !errors.As(err, &ae) || ae.Origin != 0 || !errors.Is(err, transport.ErrTimeout) {
 		t.Fatalf("B's Recv: %v; want an abort by rank 0 for a timeout", err)
 	}
 	tag2 := transport.Tag{Group: 5, Seq: 6}
-	send := async(func() error { return rig.ea.Send(rig.ctx, 1, tag2, make([]byte, 4*rig.Window)) })
+	send := Async(func() error { return rig.ea.Send(rig.ctx, 1, tag2, make([]byte, 4*rig.Window)) })
 	time.Sleep(Short)
 	rig.eb.Abort(tag2, errors.New("from B"))
-	err = await(t, send, Prompt, "A's Send after B's abort")
+	err = Await(t, send, Prompt, "A's Send after B's abort")
 	if !errors.As(err, &ae) || ae.Origin != 1 {
 		t.Fatalf("A's Send: %v; want an abort by rank 1", err)
 	}
@@ -238,10 +238,10 @@ func testLinkClose(t *testing.T, rig *linkRig) {
 		t.Fatal(err)
 	}
 	later := transport.Tag{Group: 6, Seq: 7}
-	recv := async(func() error { return rig.eb.Recv(rig.ctx, 0, later, make([]byte, 8)) })
+	recv := Async(func() error { return rig.eb.Recv(rig.ctx, 0, later, make([]byte, 8)) })
 	time.Sleep(Short)
 	_ = rig.ea.Close()
-	if err := await(t, recv, Prompt, "B's Recv after A's close"); !errors.Is(err, transport.ErrPeerLost) {
+	if err := Await(t, recv, Prompt, "B's Recv after A's close"); !errors.Is(err, transport.ErrPeerLost) {
 		t.Fatalf("B's Recv: %v; want ErrPeerLost", err)
 	}
 	got := make([]byte, 1)

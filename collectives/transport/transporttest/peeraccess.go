@@ -93,7 +93,7 @@ func testWindowAbort(t *testing.T, mk MakeFunc) {
 	tag := transport.Tag{Group: 21, Seq: 1}
 	var chs []<-chan error
 	for r := 0; r < n; r++ {
-		chs = append(chs, async(func() error {
+		chs = append(chs, Async(func() error {
 			w, err := expose(t, ts, r, ctx, tag, make([]byte, 8))
 			if err != nil {
 				return err
@@ -106,7 +106,7 @@ func testWindowAbort(t *testing.T, mk MakeFunc) {
 		}))
 	}
 	for r, ch := range chs {
-		err := await(t, ch, Prompt, "window sync")
+		err := Await(t, ch, Prompt, "window sync")
 		var ae *transport.AbortError
 		if !errors.As(err, &ae) || ae.Origin != 2 || !errors.Is(err, errCause) && !errors.Is(err, transport.ErrAborted) {
 			t.Fatalf("rank %d: got %v, want abort by rank 2", r, err)
@@ -123,7 +123,7 @@ func testWindowAbsent(t *testing.T, mk MakeFunc) {
 	short, cancel := context.WithTimeout(context.Background(), Short)
 	defer cancel()
 	long := ctxLong(t)
-	other := async(func() error {
+	other := Async(func() error {
 		_, err := expose(t, ts, 1, long, tag, nil)
 		return err
 	})
@@ -131,7 +131,7 @@ func testWindowAbsent(t *testing.T, mk MakeFunc) {
 	if _, err := expose(t, ts, 0, short, tag, nil); !errors.Is(err, transport.ErrTimeout) {
 		t.Fatalf("rank 0: got %v, want ErrTimeout", err)
 	}
-	if err := await(t, other, Prompt, "rank 1 expose"); !errors.Is(err, transport.ErrAborted) {
+	if err := Await(t, other, Prompt, "rank 1 expose"); !errors.Is(err, transport.ErrAborted) {
 		t.Fatalf("rank 1: got %v, want ErrAborted", err)
 	}
 	if el := time.Since(start); el > Prompt {
@@ -145,13 +145,13 @@ func testWindowAbsent(t *testing.T, mk MakeFunc) {
 func testWindowClose(t *testing.T, mk MakeFunc) {
 	ts := group(t, mk, 2)
 	ctx := ctxLong(t)
-	ch := async(func() error {
+	ch := Async(func() error {
 		_, err := expose(t, ts, 0, ctx, transport.Tag{Group: 23}, nil)
 		return err
 	})
 	time.Sleep(10 * time.Millisecond)
 	_ = ts[1].Close()
-	if err := await(t, ch, Prompt, "expose"); !errors.Is(err, transport.ErrPeerLost) {
+	if err := Await(t, ch, Prompt, "expose"); !errors.Is(err, transport.ErrPeerLost) {
 		t.Fatalf("got %v, want ErrPeerLost", err)
 	}
 	if _, err := expose(t, ts, 0, ctx, transport.Tag{Group: 23, Seq: 1}, nil); !errors.Is(err, transport.ErrPeerLost) {
@@ -164,7 +164,7 @@ func testWindowTwice(t *testing.T, mk MakeFunc) {
 	tag := transport.Tag{Group: 24}
 	c, cancel := context.WithTimeout(context.Background(), Short)
 	defer cancel()
-	first := async(func() error {
+	first := Async(func() error {
 		_, err := expose(t, ts, 0, c, tag, nil)
 		return err
 	})
@@ -172,5 +172,5 @@ func testWindowTwice(t *testing.T, mk MakeFunc) {
 	if _, err := expose(t, ts, 0, ctxLong(t), tag, nil); !errors.Is(err, transport.ErrBadArgument) && !errors.Is(err, transport.ErrAborted) {
 		t.Fatalf("second expose: got %v, want ErrBadArgument", err)
 	}
-	_ = await(t, first, Prompt, "first expose")
+	_ = Await(t, first, Prompt, "first expose")
 }

@@ -93,7 +93,7 @@ func lateMessage(ts []transport.Transport, delay time.Duration, seq uint64) erro
 	ctx, cancel := context.WithTimeout(context.Background(), Long)
 	defer cancel()
 	tag := transport.Tag{Group: 78, Seq: seq}
-	sent := async(func() error {
+	sent := Async(func() error {
 		time.Sleep(delay)
 		return ts[1].Send(ctx, 0, tag, make([]byte, 4096))
 	})

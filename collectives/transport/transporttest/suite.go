@@ -94,15 +94,15 @@ func pattern(n int, seed byte) []byte {
 	return b
 }
 
-// async runs fn in a goroutine and returns a channel with its error.
-func async(fn func() error) <-chan error {
+// Async runs fn in a goroutine and returns a channel with its error.
+func Async(fn func() error) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- fn() }()
 	return ch
 }
 
-// await returns the error from ch, failing the test if it takes longer than d.
-func await(t *testing.T, ch <-chan error, d time.Duration, what string) error {
+// Await returns the error from ch, failing the test if it takes longer than d.
+func Await(t *testing.T, ch <-chan error, d time.Duration, what string) error {
 	t.Helper()
 	select {
 	case err := <-ch:
@@ -166,11 +166,11 @@ func testZeroLength(t *testing.T, mk MakeFunc) {
 	ts := group(t, mk, 2)
 	ctx := ctxLong(t)
 	tag := transport.Tag{Group: 2}
-	ch := async(func() error { return ts[0].Send(ctx, 1, tag, nil) })
+	ch := Async(func() error { return ts[0].Send(ctx, 1, tag, nil) })
 	if err := ts[1].Recv(ctx, 0, tag, []byte{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := await(t, ch, Long, "send"); err != nil {
+	if err := Await(t, ch, Long, "send"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,11 +181,11 @@ func testLarge(t *testing.T, mk MakeFunc) {
 	want := pattern(4<<20+3, 9)
 	got := make([]byte, len(want))
 	tag := transport.Tag{Group: 3, Seq: 1}
-	ch := async(func() error { return ts[1].Send(ctx, 0, tag, want) })
+	ch := Async(func() error { return ts[1].Send(ctx, 0, tag, want) })
 	if err := ts[0].Recv(ctx, 1, tag, got); err != nil {
 		t.Fatal(err)
 	}
-	if err := await(t, ch, Long, "send"); err != nil {
+	if err := Await(t, ch, Long, "send"); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
@@ -202,7 +202,7 @@ func testTagMatching(t *testing.T, mk MakeFunc) {
 	var sends []<-chan error
 	for i, tag := range tags {
 		data := pattern(64, byte(i))
-		sends = append(sends, async(func() error { return ts[0].Send(ctx, 1, tag, data) }))
+		sends = append(sends, Async(func() error { return ts[0].Send(ctx, 1, tag, data) }))
 	}
 	for i := len(tags) - 1; i >= 0; i-- {
 		got := make([]byte, 64)
@@ -214,7 +214,7 @@ func testTagMatching(t *testing.T, mk MakeFunc) {
 		}
 	}
 	for _, ch := range sends {
-		if err := await(t, ch, Long, "send"); err != nil {
+		if err := Await(t, ch, Long, "send"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,7 +226,7 @@ func testFIFO(t *testing.T, mk MakeFunc) {
 	ctx := ctxLong(t)
 	tag := transport.Tag{Group: 5, Seq: 5, Step: 5}
 	const k = 20
-	ch := async(func() error {
+	ch := Async(func() error {
 		for i := 0; i < k; i++ {
 			if err := ts[0].Send(ctx, 1, tag, []byte{byte(i)}); err != nil {
 				return err
@@ -243,7 +243,7 @@ func testFIFO(t *testing.T, mk MakeFunc) {
 			t.Fatalf("message %d arrived as %d", i, got[0])
 		}
 	}
-	if err := await(t, ch, Long, "sends"); err != nil {
+	if err := Await(t, ch, Long, "sends"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -252,21 +252,21 @@ func testSizeMismatch(t *testing.T, mk MakeFunc) {
 	ts := group(t, mk, 2)
 	ctx := ctxLong(t)
 	tag := transport.Tag{Group: 6}
-	ch := async(func() error { return ts[0].Send(ctx, 1, tag, make([]byte, 10)) })
+	ch := Async(func() error { return ts[0].Send(ctx, 1, tag, make([]byte, 10)) })
 	err := ts[1].Recv(ctx, 0, tag, make([]byte, 12))
 	if !errors.Is(err, transport.ErrSizeMismatch) {
 		t.Fatalf("recv: got %v, want ErrSizeMismatch", err)
 	}
-	if err := await(t, ch, Long, "send"); err != nil && !errors.Is(err, transport.ErrSizeMismatch) {
+	if err := Await(t, ch, Long, "send"); err != nil && !errors.Is(err, transport.ErrSizeMismatch) {
 		t.Fatalf("send: got %v, want nil or ErrSizeMismatch", err)
 	}
 	// The pair still works afterwards.
-	ch = async(func() error { return ts[0].Send(ctx, 1, tag, []byte{1, 2}) })
+	ch = Async(func() error { return ts[0].Send(ctx, 1, tag, []byte{1, 2}) })
 	got := make([]byte, 2)
 	if err := ts[1].Recv(ctx, 0, tag, got); err != nil || got[1] != 2 {
 		t.Fatalf("after mismatch: %v %v", err, got)
 	}
-	if err := await(t, ch, Long, "send"); err != nil {
+	if err := Await(t, ch, Long, "send"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -312,10 +312,10 @@ func testTimeout(t *testing.T, mk MakeFunc) {
 func testCanceled(t *testing.T, mk MakeFunc) {
 	ts := group(t, mk, 2)
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := async(func() error { return ts[1].Recv(ctx, 0, transport.Tag{Group: 8}, make([]byte, 4)) })
+	ch := Async(func() error { return ts[1].Recv(ctx, 0, transport.Tag{Group: 8}, make([]byte, 4)) })
 	time.Sleep(5 * time.Millisecond)
 	cancel()
-	if err := await(t, ch, Prompt, "canceled recv"); !errors.Is(err, context.Canceled) {
+	if err := Await(t, ch, Prompt, "canceled recv"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
@@ -336,20 +336,20 @@ func testAbort(t *testing.T, mk MakeFunc) {
 			src = 1
 		}
 		tag := transport.Tag{Group: 9, Seq: 4, Step: uint32(r)}
-		chs = append(chs, async(func() error { return ts[r].Recv(ctx, src, tag, make([]byte, 8)) }))
+		chs = append(chs, Async(func() error { return ts[r].Recv(ctx, src, tag, make([]byte, 8)) }))
 	}
 	// A send that nobody receives (it may buffer: then it returns nil).
-	sendCh := async(func() error {
+	sendCh := Async(func() error {
 		return ts[2].Send(ctx, 3, transport.Tag{Group: 9, Seq: 4, Step: 99}, make([]byte, 1<<20))
 	})
 	time.Sleep(10 * time.Millisecond)
 	start := time.Now()
 	ts[0].Abort(transport.Tag{Group: 9, Seq: 4, Step: 1234}, errCause)
 	for i, ch := range chs {
-		err := await(t, ch, Prompt, "aborted recv")
+		err := Await(t, ch, Prompt, "aborted recv")
 		checkAbort(t, err, fmt.Sprintf("rank %d recv", i+1))
 	}
-	if err := await(t, sendCh, Prompt, "aborted send"); err != nil {
+	if err := Await(t, sendCh, Prompt, "aborted send"); err != nil {
 		checkAbort(t, err, "rank 2 send")
 	}
 	if el := time.Since(start); el > Prompt {
@@ -394,12 +394,12 @@ func testAbortScope(t *testing.T, mk MakeFunc) {
 	ctx := ctxLong(t)
 	ts[1].Abort(transport.Tag{Group: 10, Seq: 1}, errCause)
 	for _, tag := range []transport.Tag{{Group: 10, Seq: 2}, {Group: 11, Seq: 1}} {
-		ch := async(func() error { return ts[0].Send(ctx, 1, tag, []byte{4}) })
+		ch := Async(func() error { return ts[0].Send(ctx, 1, tag, []byte{4}) })
 		got := make([]byte, 1)
 		if err := ts[1].Recv(ctx, 0, tag, got); err != nil || got[0] != 4 {
 			t.Fatalf("tag %v after an unrelated abort: %v", tag, err)
 		}
-		if err := await(t, ch, Long, "send"); err != nil {
+		if err := Await(t, ch, Long, "send"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -423,16 +423,16 @@ func testClose(t *testing.T, mk MakeFunc) {
 	const n = 3
 	ts := group(t, mk, n)
 	ctx := ctxLong(t)
-	peerRecv := async(func() error { return ts[0].Recv(ctx, 2, transport.Tag{Group: 12}, make([]byte, 4)) })
-	ownRecv := async(func() error { return ts[2].Recv(ctx, 1, transport.Tag{Group: 12, Seq: 1}, make([]byte, 4)) })
+	peerRecv := Async(func() error { return ts[0].Recv(ctx, 2, transport.Tag{Group: 12}, make([]byte, 4)) })
+	ownRecv := Async(func() error { return ts[2].Recv(ctx, 1, transport.Tag{Group: 12, Seq: 1}, make([]byte, 4)) })
 	time.Sleep(10 * time.Millisecond)
 	if err := ts[2].Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := await(t, peerRecv, Prompt, "peer's recv"); !errors.Is(err, transport.ErrPeerLost) {
+	if err := Await(t, peerRecv, Prompt, "peer's recv"); !errors.Is(err, transport.ErrPeerLost) {
 		t.Fatalf("peer's pending recv: got %v, want ErrPeerLost", err)
 	}
-	if err := await(t, ownRecv, Prompt, "own recv"); !errors.Is(err, transport.ErrClosed) {
+	if err := Await(t, ownRecv, Prompt, "own recv"); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("own pending recv: got %v, want ErrClosed", err)
 	}
 	if err := ts[2].Send(ctx, 0, transport.Tag{Group: 12, Seq: 2}, []byte{1}); !errors.Is(err, transport.ErrClosed) {
@@ -450,12 +450,12 @@ func testClose(t *testing.T, mk MakeFunc) {
 		t.Fatalf("second Close: %v", err)
 	}
 	// The surviving pair still works.
-	ch := async(func() error { return ts[0].Send(ctx, 1, transport.Tag{Group: 12, Seq: 5}, []byte{7}) })
+	ch := Async(func() error { return ts[0].Send(ctx, 1, transport.Tag{Group: 12, Seq: 5}, []byte{7}) })
 	got := make([]byte, 1)
 	if err := ts[1].Recv(ctx, 0, transport.Tag{Group: 12, Seq: 5}, got); err != nil || got[0] != 7 {
 		t.Fatalf("survivors: %v", err)
 	}
-	if err := await(t, ch, Long, "send"); err != nil {
+	if err := Await(t, ch, Long, "send"); err != nil {
 		t.Fatal(err)
 	}
 }
