@@ -18,6 +18,16 @@
 // peers, eager limit, window, timeouts) and fills in their defaults with
 // Common.Normalize.
 //
+// Carriers. A transport package registers its kind of link as a Carrier
+// (Register, from its init): its name, its preference, whether it reaches
+// only ranks of one host, and how a rank readies it before the ranks meet
+// (Prepare: a listener whose address goes out with the roster) and links
+// to a set of peers afterwards (Prepared.Connect). A group that
+// collectives.Join forms links each pair of ranks by Pick: the carrier
+// both ranks asked for, else the most preferred that both have and that
+// reaches from one to the other (shared memory inside a host, TCP
+// across), and runs one Endpoint over the links of every carrier.
+//
 // Cost. In the steady state a Recv and an eager message allocate nothing
 // in msg: Recv operations, tag queues and eager messages (with a small
 // buffer) are recycled once nothing refers to them.
