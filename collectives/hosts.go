@@ -10,11 +10,12 @@ import (
 // WithHosts tells the group where its ranks live: hosts[r] is rank r's
 // host identity, any string equal exactly for the ranks that share a host
 // (Join passes its roster's host names). A group that spans hosts with more
-// than one rank on some host then runs all-reduce, all-gather,
-// reduce-scatter and broadcast in two levels, inside each host and across
-// hosts, for payloads above algo.DefaultHierBytes on transports without
-// PeerAccess (algo.Hierarchical says which collectives and topologies);
-// other calls keep the flat algorithms. Every rank must pass the same
+// than one rank on some host then runs all-reduce (above
+// algo.DefaultHierBytes), all-gather and reduce-scatter (above
+// algo.DefaultHierGatherBytes) in two levels, inside each host and across
+// hosts, on transports without PeerAccess; broadcast stays flat unless
+// algo.Hierarchical is forced (algo.Hierarchical says which collectives
+// and topologies); other calls keep the flat algorithms. Every rank must pass the same
 // list, as long as the group (New and Local fail with ErrBadArgument
 // otherwise); an empty identity (a rank whose host is unknown) leaves the
 // group flat. A group Split from this one keeps its members' identities.

@@ -5,8 +5,8 @@
 // Every collective starts with a match (match.go): the ranks compare their
 // descriptors (kind, dtype, count, op, root, algorithm, chunking), so a rank
 // that called something else at the same Seq makes every rank fail with
-// ErrMismatch (ErrShapeMismatch for count/dtype), within the deadline
-// (DESIGN R18). Over PeerAccess transports the match is the Expose barrier
+// ErrMismatch (ErrShapeMismatch for count/dtype), within the deadline,
+// and nothing hangs. Over PeerAccess transports the match is the Expose barrier
 // that also publishes the buffers; over message transports it is a
 // dissemination of (min, max) descriptor over ceil(log2 n) rounds.
 //
