@@ -134,12 +134,23 @@ func (b *builder) accepts() bool {
 }
 
 // reserve claims link (p, i) for an acceptor's handshake that has
-// authenticated its dialer; false if the link is up or claimed already.
+// authenticated its dialer; false if it is claimed already, or up while
+// the mesh is complete. A link that is up while the mesh is still forming
+// gives way: its dialer, who proved the secret again with fresh nonces,
+// dials again only when it took the first for failed (its end broke
+// after the acceptor's verdict), so the newer connection is the one both
+// sides keep.
 func (b *builder) reserve(p, i int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.reserved[[2]int{p, i}] || b.links[p][i].Conn != nil {
+	old := b.links[p][i]
+	if b.reserved[[2]int{p, i}] || (old.Conn != nil && b.have == b.need) {
 		return false
+	}
+	if old.Conn != nil {
+		old.Close()
+		b.links[p][i] = Link{}
+		b.have--
 	}
 	b.reserved[[2]int{p, i}] = true
 	return true

@@ -29,7 +29,8 @@ var (
 	ErrConfig = fmt.Errorf("configuration mismatch (%w)", errs.ErrMismatch)
 	// ErrAuth: a proof does not match the secret.
 	ErrAuth = errors.New("authentication failed")
-	// ErrDuplicate: that connection of that peer exists already.
+	// ErrDuplicate: that connection of that peer is being set up by
+	// another handshake, or the mesh is complete.
 	ErrDuplicate = errors.New("duplicate connection")
 )
 
