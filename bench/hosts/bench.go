@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // benchRow is one row of `demo node bench`'s table, as rank 0 prints it:
@@ -66,7 +68,7 @@ func (h *harness) benchExperiment() (bool, error) {
 	cfg := h.cfg
 	cols := append([]string{"op", "size", "hosts x ranks", "rate"}, cfg.variantCols()...)
 	cols = append(cols, "joined with", "p50", "busbw GB/s", "busbw at p50 GB/s", "time (batch)", "link cap GB/s", "#wrong")
-	t := h.newTable(fmt.Sprintf("bench: `demo node bench --ops %s --sizes %s`, %d hosts (rank 0's rows; busbw as nccl-tests, from the batch time)",
+	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("bench: `demo node bench --ops %s --sizes %s`, %d hosts (rank 0's rows; busbw as nccl-tests, from the batch time)",
 		cfg.ops, cfg.sizes, cfg.hosts), cols...)
 	groups, ok := 0, 0
 	var res benchResults
@@ -80,14 +82,14 @@ func (h *harness) benchExperiment() (bool, error) {
 				lead := append([]string{fmt.Sprintf("%d x %d", cfg.hosts, per), r.String()}, cfg.cells(v)...)
 				rows, joined, fail := h.benchGroup(per, v, r)
 				if fail != "" {
-					t.row(append(append([]string{"FAILED", "-"}, lead...), fail)...)
+					t.Row(append(append([]string{"FAILED", "-"}, lead...), fail)...)
 					h.log.Warnw("bench", "group", lead, "failure", fail)
 					continue
 				}
 				good := true
 				for _, b := range rows {
 					res.add(r, per, v, b)
-					t.row(append(append([]string{b.op, sizeName(b.size)}, lead...), joined, micros(b.p50),
+					t.Row(append(append([]string{b.op, sizeName(b.size)}, lead...), joined, micros(b.p50),
 						fmt.Sprintf("%.3f", b.busbw), fmt.Sprintf("%.3f", b.busbwAtP50()), micros(b.batch), capGBps(r),
 						strconv.FormatInt(b.wrong, 10))...)
 					good = good && b.wrong == 0

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // benchKey is a bench row's place, but for its topology.
@@ -46,7 +48,7 @@ func (h *harness) compareTopologies(res benchResults) {
 		cols = append(cols, cfg.algoEnv)
 	}
 	cols = append(cols, "busbw flat GB/s", "busbw hosts GB/s", "hosts / flat busbw", "p50 flat", "p50 hosts")
-	t := h.newTable("hosts against flat: the same groups and links, the ranks seeing their hosts or one host per rank", cols...)
+	t := rig.NewTable(h.out, &h.outMu, "hosts against flat: the same groups and links, the ranks seeing their hosts or one host per rank", cols...)
 	for _, k := range res.keys {
 		flat, okF := res.rows[k][true]
 		hosts, okH := res.rows[k][false]
@@ -61,7 +63,7 @@ func (h *harness) compareTopologies(res benchResults) {
 		if flat.busbw > 0 {
 			ratio = strconv.FormatFloat(hosts.busbw/flat.busbw, 'f', 2, 64) + "x"
 		}
-		t.row(append(cells, fmt.Sprintf("%.3f", flat.busbw), fmt.Sprintf("%.3f", hosts.busbw), ratio,
+		t.Row(append(cells, fmt.Sprintf("%.3f", flat.busbw), fmt.Sprintf("%.3f", hosts.busbw), ratio,
 			micros(flat.p50), micros(hosts.p50))...)
 	}
 }

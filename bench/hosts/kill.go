@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // formBound bounds how long a group may take to form and finish its
@@ -36,7 +37,7 @@ func (h *harness) killExperiment() (bool, error) {
 	if err := h.net.setRate(r, cfg.burst); err != nil {
 		return false, err
 	}
-	t := h.newTable(fmt.Sprintf("kill: a rank on each host in turn SIGKILLed in a %s all-reduce soak at %s (pass: every survivor ErrPeerLost within %v)",
+	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("kill: a rank on each host in turn SIGKILLed in a %s all-reduce soak at %s (pass: every survivor ErrPeerLost within %v)",
 		cfg.killSize, r, cfg.killWithin),
 		append(append([]string{"hosts x ranks"}, cfg.variantCols()...), "joined with", "tries", "passed", "victims (rank@host)", "detection p50", "detection max", "survivors' exit max", "failures")...)
 	total, passed := 0, 0
@@ -59,9 +60,9 @@ func (h *harness) killExperiment() (bool, error) {
 				}
 				h.log.Infow("kill", "try", k+1, "victim", o.victim, "host", o.host, "pass", o.pass, "reason", o.reason, "detection", detect[len(detect)-len(o.detect):])
 			}
-			t.row(append(append([]string{fmt.Sprintf("%d x %d", cfg.hosts, per)}, cfg.cells(v)...), joined,
-				strconv.Itoa(cfg.killTries), strconv.Itoa(ok), strings.Join(victims, " "), secs(quantile(detect, 0.5)),
-				secs(quantile(detect, 1)), secs(quantile(exits, 1)), firstFew(fails, 2))...)
+			t.Row(append(append([]string{fmt.Sprintf("%d x %d", cfg.hosts, per)}, cfg.cells(v)...), joined,
+				strconv.Itoa(cfg.killTries), strconv.Itoa(ok), strings.Join(victims, " "), rig.Secs(rig.Quantile(detect, 0.5)),
+				rig.Secs(rig.Quantile(detect, 1)), rig.Secs(rig.Quantile(exits, 1)), rig.FirstFew(fails, 2))...)
 			total += cfg.killTries
 			passed += ok
 		}
@@ -122,27 +123,8 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 		case !lost:
 			o.pass, o.reason = false, fmt.Sprintf("rank %d: %s", i, clip(l.text, 200))
 		case l.at.Sub(killed) > h.cfg.killWithin:
-			o.pass, o.reason = false, fmt.Sprintf("rank %d (host %d): ErrPeerLost after %s", i, c.hostOf[i], secs(l.at.Sub(killed)))
+			o.pass, o.reason = false, fmt.Sprintf("rank %d (host %d): ErrPeerLost after %s", i, c.hostOf[i], rig.Secs(l.at.Sub(killed)))
 		}
 	}
 	return o, c.joined()
-}
-
-// firstFew is up to n of reasons, "; "-separated, and how many more.
-func firstFew(reasons []string, n int) string {
-	if len(reasons) <= n {
-		return strings.Join(reasons, "; ")
-	}
-	return strings.Join(reasons[:n], "; ") + fmt.Sprintf("; ... %d more", len(reasons)-n)
-}
-
-// quantile is the q-quantile (nearest rank) of ds, -1 when empty.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return -1
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s)-1) + 0.5)
-	return s[min(max(i, 0), len(s)-1)]
 }

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // checkDone matches the last line of `demo node check`: the steps that
@@ -21,7 +23,7 @@ func (h *harness) matrixExperiment() (bool, error) {
 	if err := h.net.setRate(r, cfg.burst); err != nil {
 		return false, err
 	}
-	t := h.newTable(fmt.Sprintf("matrix: `demo node check matrix` at %s (pass: every rank exits 0, every step exact)", r),
+	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("matrix: `demo node check matrix` at %s (pass: every rank exits 0, every step exact)", r),
 		append(append([]string{"hosts x ranks"}, cfg.variantCols()...), "joined with", "steps ok (each rank)", "steps failed", "time", "result")...)
 	groups, passed := 0, 0
 	for _, per := range cfg.perHost {
@@ -35,8 +37,8 @@ func (h *harness) matrixExperiment() (bool, error) {
 			} else {
 				passed++
 			}
-			t.row(append(append([]string{fmt.Sprintf("%d x %d", cfg.hosts, per)}, cfg.cells(v)...), joined, steps, failed,
-				secs(time.Since(t0)), result)...)
+			t.Row(append(append([]string{fmt.Sprintf("%d x %d", cfg.hosts, per)}, cfg.cells(v)...), joined, steps, failed,
+				rig.Secs(time.Since(t0)), result)...)
 			h.log.Infow("matrix", "hosts", cfg.hosts, "per host", per, "variant", v.tag(), "result", result)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 func TestParseRate(t *testing.T) {
@@ -148,10 +150,10 @@ func TestPairCarriers(t *testing.T) {
 }
 
 func TestFirstFew(t *testing.T) {
-	if got := firstFew([]string{"a", "b", "c", "d"}, 2); got != "a; b; ... 2 more" {
+	if got := rig.FirstFew([]string{"a", "b", "c", "d"}, 2); got != "a; b; ... 2 more" {
 		t.Errorf("%q", got)
 	}
-	if got := firstFew([]string{"a"}, 2); got != "a" {
+	if got := rig.FirstFew([]string{"a"}, 2); got != "a" {
 		t.Errorf("%q", got)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // fdSlack is how many more descriptors than before an attack the rank may
@@ -28,7 +30,7 @@ type attackRun struct {
 // measured while forming) to outlast it.
 func (h *harness) attacks(perIter time.Duration) bool {
 	cfg := h.cfg
-	t := h.newTable(fmt.Sprintf("strangers on a running cluster: rank %d's control port, 4 ranks over %s (target: RSS growth < 64 MiB, fds back to baseline 5 s after, the run completes)", cfg.attackRank, cfg.transports[0]),
+	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("strangers on a running cluster: rank %d's control port, 4 ranks over %s (target: RSS growth < 64 MiB, fds back to baseline 5 s after, the run completes)", cfg.attackRank, cfg.transports[0]),
 		"attack", "held", "server side", "RSS before", "RSS peak during", "RSS 5 s after", "fds before", "fds peak during", "fds 5 s after", "run completed")
 	if perIter <= 0 {
 		perIter = 20 * time.Millisecond
@@ -46,7 +48,7 @@ func (h *harness) attacks(perIter time.Duration) bool {
 	for _, a := range runs {
 		iters := int(min(max(a.target/perIter, 500), 200000))
 		row, ok := h.attackTry(a, iters)
-		t.row(row...)
+		t.Row(row...)
 		if !ok {
 			allOK = false
 		}
@@ -147,7 +149,7 @@ func (h *harness) attackTry(a attackRun, iters int) ([]string, bool) {
 		ok = false
 	}
 	h.summarize("%s on rank %d: RSS %s -> peak %s -> %s after 5 s; fds %d -> peak %d -> %d; run completed: %s",
-		a.name, cfg.attackRank, mib(before.rss), mib(peak.rss), mib(after.rss), before.fds, peak.fds, after.fds, completed)
-	return []string{a.name, held, server, mib(before.rss), mib(peak.rss), mib(after.rss),
+		a.name, cfg.attackRank, rig.MiB(before.rss), rig.MiB(peak.rss), rig.MiB(after.rss), before.fds, peak.fds, after.fds, completed)
+	return []string{a.name, held, server, rig.MiB(before.rss), rig.MiB(peak.rss), rig.MiB(after.rss),
 		strconv.Itoa(before.fds), strconv.Itoa(peak.fds), strconv.Itoa(after.fds), completed}, ok
 }

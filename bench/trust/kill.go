@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // soakArgs is `demo node check soak` of size-byte all-reduces, iters of
@@ -20,7 +22,7 @@ func soakArgs(size, iters int) []string {
 // FAIL ErrPeerLost" line) within the bound.
 func (h *harness) killExperiment() bool {
 	cfg := h.cfg
-	t := h.newTable(fmt.Sprintf("kill: a random rank SIGKILLed in a 64 MiB all-reduce soak (pass: every survivor ErrPeerLost within %v)", cfg.killWithin),
+	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("kill: a random rank SIGKILLed in a 64 MiB all-reduce soak (pass: every survivor ErrPeerLost within %v)", cfg.killWithin),
 		"ranks", "transport", "tries", "passed", "detection p50", "detection max", "survivors' exit max", "failures")
 	total, passed := 0, 0
 	for _, n := range cfg.ranks {
@@ -39,8 +41,8 @@ func (h *harness) killExperiment() bool {
 				}
 				h.log.Infow("kill", "try", tag, "pass", o.pass, "reason", o.reason, "detection", d)
 			}
-			t.row(strconv.Itoa(n), tr, strconv.Itoa(cfg.killTries), strconv.Itoa(ok), secs(detect.quantile(0.5)), secs(detect.max()),
-				secs(exits.max()), fails.String())
+			t.Row(strconv.Itoa(n), tr, strconv.Itoa(cfg.killTries), strconv.Itoa(ok), rig.Secs(detect.quantile(0.5)), rig.Secs(detect.max()),
+				rig.Secs(exits.max()), fails.String())
 			total += cfg.killTries
 			passed += ok
 		}
@@ -95,7 +97,7 @@ func (h *harness) killTry(n int, tr, tag string) (o tryOutcome, detect, exits du
 		case !strings.Contains(l.text, " FAIL ErrPeerLost "):
 			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d: %s", victim, i, clip(l.text, 200))}
 		case l.at.Sub(killed) > h.cfg.killWithin:
-			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d ErrPeerLost after %s", victim, i, secs(l.at.Sub(killed)))}
+			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d ErrPeerLost after %s", victim, i, rig.Secs(l.at.Sub(killed)))}
 		}
 	}
 	return o, detect, exits

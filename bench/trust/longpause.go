@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // longPauseExperiment: a random rank is stopped for longer than the peer
@@ -15,7 +17,7 @@ import (
 // fail by itself within the peer timeout + 5 s).
 func (h *harness) longPauseExperiment() bool {
 	cfg := h.cfg
-	t := h.newTable(fmt.Sprintf("long pause: a random rank SIGSTOPped for %v with CHOREO_PEER_TIMEOUT=%v (pass: every other rank ErrPeerLost within %v of the pause start)",
+	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("long pause: a random rank SIGSTOPped for %v with CHOREO_PEER_TIMEOUT=%v (pass: every other rank ErrPeerLost within %v of the pause start)",
 		cfg.longPause, cfg.peerTimeout, cfg.detectWithin),
 		"ranks", "transport", "tries", "passed", "detection min", "detection max", "others' exit max", "paused rank after SIGCONT", "failures")
 	total, passed := 0, 0
@@ -43,8 +45,8 @@ func (h *harness) longPauseExperiment() bool {
 				}
 				h.log.Infow("long pause", "try", tag, "pass", o.pass, "reason", o.reason, "detection", r.detect, "paused rank", r.victim)
 			}
-			t.row(strconv.Itoa(n), tr, strconv.Itoa(cfg.longTries), strconv.Itoa(ok), secs(detect.min()), secs(detect.max()),
-				secs(exits.max()), joinShort(victims), fails.String())
+			t.Row(strconv.Itoa(n), tr, strconv.Itoa(cfg.longTries), strconv.Itoa(ok), rig.Secs(detect.min()), rig.Secs(detect.max()),
+				rig.Secs(exits.max()), joinShort(victims), fails.String())
 			total += valid
 			passed += ok
 		}
@@ -138,7 +140,7 @@ func (h *harness) longPauseTry(n int, tr, tag string) (o tryOutcome, r longPause
 		case when < 0:
 			o = tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d exit %d without ErrPeerLost: %s", victim, i, code, p.failureLine())}
 		case when > cfg.detectWithin:
-			o = tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d ErrPeerLost only after %s", victim, i, secs(when))}
+			o = tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d ErrPeerLost only after %s", victim, i, rig.Secs(when))}
 		}
 	}
 	return o, r

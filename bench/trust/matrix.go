@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // matrixBound bounds one `demo launch -n 4 check matrix`.
@@ -40,7 +42,7 @@ func (h *harness) busyLoops(n int) (stop func(), err error) {
 // last line says ok>0, failed=0, live-fences=0.
 func (h *harness) matrixExperiment() bool {
 	cfg := h.cfg
-	t := h.newTable(fmt.Sprintf("matrix under load: `demo launch -n 4 check matrix` beside %d busy CPU loops (pass: exit 0, every rank failed=0 live-fences=0)", cfg.busyLoops),
+	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("matrix under load: `demo launch -n 4 check matrix` beside %d busy CPU loops (pass: exit 0, every rank failed=0 live-fences=0)", cfg.busyLoops),
 		"transport", "runs", "failed", "run p50", "run max", "failures")
 	stop, err := h.busyLoops(cfg.busyLoops)
 	if err != nil {
@@ -65,7 +67,7 @@ func (h *harness) matrixExperiment() bool {
 			}
 			h.log.Infow("matrix", "run", tag, "pass", o.pass, "took", d.Round(time.Millisecond), "reason", o.reason)
 		}
-		t.row(tr, strconv.Itoa(cfg.matrixRuns), strconv.Itoa(failed), secs(times.quantile(0.5)), secs(times.max()), fails.String())
+		t.Row(tr, strconv.Itoa(cfg.matrixRuns), strconv.Itoa(failed), rig.Secs(times.quantile(0.5)), rig.Secs(times.max()), fails.String())
 		total += cfg.matrixRuns
 		failedAll += failed
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // joinBound bounds a cluster's forming and first step.
@@ -34,7 +36,7 @@ type tryOutcome struct {
 // (SIGSTOP) for a pause and continued (SIGCONT); a try passes when every
 // rank exits 0 with its checks passed.
 func (h *harness) pauseExperiment() bool {
-	t := h.newTable(fmt.Sprintf("pause: a random rank SIGSTOPped for the pause, then SIGCONTed, in `demo node run --steps %d --size 1MiB` (pass: every rank exits 0, checks passed)", h.cfg.steps),
+	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("pause: a random rank SIGSTOPped for the pause, then SIGCONTed, in `demo node run --steps %d --size 1MiB` (pass: every rank exits 0, checks passed)", h.cfg.steps),
 		"ranks", "transport", "pause", "tries", "passed", "failed", "invalid", "resume to end p50", "resume to end max", "failures")
 	total, passed := 0, 0
 	for _, n := range h.cfg.ranks {
@@ -57,8 +59,8 @@ func (h *harness) pauseExperiment() bool {
 					}
 					h.log.Infow("pause", "try", tag, "pass", o.pass, "invalid", o.invalid, "reason", o.reason)
 				}
-				t.row(strconv.Itoa(n), tr, pause.String(), strconv.Itoa(h.cfg.tries), strconv.Itoa(ok),
-					strconv.Itoa(h.cfg.tries-ok-invalid), strconv.Itoa(invalid), secs(tail.quantile(0.5)), secs(tail.max()), fails.String())
+				t.Row(strconv.Itoa(n), tr, pause.String(), strconv.Itoa(h.cfg.tries), strconv.Itoa(ok),
+					strconv.Itoa(h.cfg.tries-ok-invalid), strconv.Itoa(invalid), rig.Secs(tail.quantile(0.5)), rig.Secs(tail.max()), fails.String())
 				total += h.cfg.tries - invalid
 				passed += ok
 			}
