@@ -133,13 +133,13 @@ func (h *harness) benchGroup(per int, v variant, r rate) (rows []benchRow, joine
 	case c.firstFailure() >= 0:
 		return nil, "", c.failure(c.firstFailure())
 	}
-	for _, l := range c.ranks[0].lines() {
-		if b, ok := parseBenchRow(l.text); ok {
+	for _, l := range c.ranks[0].Lines() {
+		if b, ok := parseBenchRow(l.Text); ok {
 			rows = append(rows, b)
 		}
 	}
 	if len(rows) == 0 {
-		return nil, "", "rank 0 printed no row: " + c.ranks[0].lastLine(300)
+		return nil, "", "rank 0 printed no row: " + lastLine(c.ranks[0], 300)
 	}
 	return rows, c.joined(), ""
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // basePort is the control port of local rank 0 on each host; local rank
@@ -40,7 +42,7 @@ type clusterSpec struct {
 // network namespace and a UTS namespace of its own named as the host.
 type cluster struct {
 	spec    clusterSpec
-	ranks   []*proc
+	ranks   []*rig.Proc
 	hostOf  []int
 	started time.Time
 }
@@ -91,10 +93,10 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 // kill ends every rank still running and waits for them (bounded).
 func (c *cluster) kill() {
 	for _, p := range c.ranks {
-		_ = p.signal(syscall.SIGKILL)
+		_ = p.Signal(syscall.SIGKILL)
 	}
 	for _, p := range c.ranks {
-		p.wait(10 * time.Second)
+		p.Wait(10 * time.Second)
 	}
 }
 
@@ -103,7 +105,7 @@ func (c *cluster) kill() {
 func (c *cluster) waitAll(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for _, p := range c.ranks {
-		if !p.wait(time.Until(deadline)) {
+		if !p.Wait(time.Until(deadline)) {
 			return false
 		}
 	}
@@ -115,7 +117,7 @@ func (c *cluster) waitAll(d time.Duration) bool {
 func (c *cluster) awaitAll(d time.Duration, match func(string) bool) int {
 	deadline := time.Now().Add(d)
 	for r, p := range c.ranks {
-		if _, ok := p.await(time.Until(deadline), match); !ok {
+		if _, ok := p.Await(time.Until(deadline), match); !ok {
 			return r
 		}
 	}
@@ -126,17 +128,17 @@ func (c *cluster) awaitAll(d time.Duration, match func(string) bool) int {
 // that it is still running.
 func (c *cluster) failure(r int) string {
 	p := c.ranks[r]
-	if ended, code, _ := p.exited(); ended {
-		return fmt.Sprintf("rank %d (host %d) exit %d: %s", r, c.hostOf[r], code, p.lastLine(300))
+	if ended, code, _ := p.Exited(); ended {
+		return fmt.Sprintf("rank %d (host %d) exit %d: %s", r, c.hostOf[r], code, lastLine(p, 300))
 	}
-	return fmt.Sprintf("rank %d (host %d) still running: %s", r, c.hostOf[r], p.lastLine(300))
+	return fmt.Sprintf("rank %d (host %d) still running: %s", r, c.hostOf[r], lastLine(p, 300))
 }
 
 // firstFailure is the first rank that exited with a status other than 0,
 // or -1.
 func (c *cluster) firstFailure() int {
 	for r, p := range c.ranks {
-		if ended, code, _ := p.exited(); ended && code != 0 {
+		if ended, code, _ := p.Exited(); ended && code != 0 {
 			return r
 		}
 	}
@@ -152,8 +154,8 @@ var joinedTransport = regexp.MustCompile(`\bjoined\b.*"transport": "([^"]*)"`)
 func (c *cluster) transports() string {
 	var got []string
 	for _, p := range c.ranks {
-		for _, l := range p.lines() {
-			if m := joinedTransport.FindStringSubmatch(l.text); m != nil && !slices.Contains(got, m[1]) {
+		for _, l := range p.Lines() {
+			if m := joinedTransport.FindStringSubmatch(l.Text); m != nil && !slices.Contains(got, m[1]) {
 				got = append(got, m[1])
 			}
 		}
@@ -186,8 +188,8 @@ func (c *cluster) pairCarriers() string {
 	var same, across []string
 	seen := false
 	for r, p := range c.ranks {
-		for _, l := range p.lines() {
-			m := joinedLinks.FindStringSubmatch(l.text)
+		for _, l := range p.Lines() {
+			m := joinedLinks.FindStringSubmatch(l.Text)
 			if m == nil {
 				continue
 			}
@@ -225,10 +227,10 @@ func (c *cluster) pairCarriers() string {
 func (c *cluster) transcript() string {
 	var b strings.Builder
 	for r, p := range c.ranks {
-		for _, l := range p.lines() {
-			fmt.Fprintf(&b, "%+9.3fs [%d h%d] %s\n", l.at.Sub(c.started).Seconds(), r, c.hostOf[r], l.text)
+		for _, l := range p.Lines() {
+			fmt.Fprintf(&b, "%+9.3fs [%d h%d] %s\n", l.At.Sub(c.started).Seconds(), r, c.hostOf[r], l.Text)
 		}
-		if ended, code, at := p.exited(); ended {
+		if ended, code, at := p.Exited(); ended {
 			fmt.Fprintf(&b, "%+9.3fs [%d h%d] (exit %d)\n", at.Sub(c.started).Seconds(), r, c.hostOf[r], code)
 		}
 	}

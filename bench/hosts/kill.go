@@ -96,7 +96,7 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 	}
 	time.Sleep(time.Duration(h.intn(200)) * time.Millisecond)
 	killed := time.Now()
-	if err := c.ranks[o.victim].signal(syscall.SIGKILL); err != nil {
+	if err := c.ranks[o.victim].Signal(syscall.SIGKILL); err != nil {
 		o.reason = fmt.Sprintf("SIGKILL rank %d: %v", o.victim, err)
 		return o, c.joined()
 	}
@@ -105,14 +105,14 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 		if i == o.victim {
 			continue
 		}
-		l, ok := p.await(reportBound, func(s string) bool { return strings.HasPrefix(s, "CHECK soak/") })
-		if p.wait(reportBound) {
-			_, _, at := p.exited()
+		l, ok := p.Await(reportBound, func(s string) bool { return strings.HasPrefix(s, "CHECK soak/") })
+		if p.Wait(reportBound) {
+			_, _, at := p.Exited()
 			o.exits = append(o.exits, at.Sub(killed))
 		}
-		lost := ok && strings.Contains(l.text, " FAIL ErrPeerLost ")
+		lost := ok && strings.Contains(l.Text, " FAIL ErrPeerLost ")
 		if lost {
-			o.detect = append(o.detect, l.at.Sub(killed))
+			o.detect = append(o.detect, l.At.Sub(killed))
 		}
 		if !o.pass {
 			continue
@@ -121,9 +121,9 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 		case !ok:
 			o.pass, o.reason = false, fmt.Sprintf("rank %d: no failure %v after: %s", i, reportBound, c.failure(i))
 		case !lost:
-			o.pass, o.reason = false, fmt.Sprintf("rank %d: %s", i, clip(l.text, 200))
-		case l.at.Sub(killed) > h.cfg.killWithin:
-			o.pass, o.reason = false, fmt.Sprintf("rank %d (host %d): ErrPeerLost after %s", i, c.hostOf[i], rig.Secs(l.at.Sub(killed)))
+			o.pass, o.reason = false, fmt.Sprintf("rank %d: %s", i, rig.Clip(l.Text, 200))
+		case l.At.Sub(killed) > h.cfg.killWithin:
+			o.pass, o.reason = false, fmt.Sprintf("rank %d (host %d): ErrPeerLost after %s", i, c.hostOf[i], rig.Secs(l.At.Sub(killed)))
 		}
 	}
 	return o, c.joined()

@@ -125,7 +125,7 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 	var once sync.Once
 	cleanup := func() {
 		once.Do(func() {
-			kids.stop()
+			kids.Stop()
 			h.waitChildren(10 * time.Second)
 			if err := h.net.close(); err != nil {
 				log.Errorw("deleting the hosts", "err", err)
@@ -203,10 +203,7 @@ func (h *harness) runAll(seed uint64) int {
 // with a process in it outlives its deletion until the process exits).
 func (h *harness) waitChildren(d time.Duration) {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		kids.mu.Lock()
-		left := len(kids.pids)
-		kids.mu.Unlock()
-		if left == 0 {
+		if kids.Len() == 0 {
 			return
 		}
 	}

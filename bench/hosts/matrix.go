@@ -68,14 +68,14 @@ func (h *harness) matrixGroup(per int, v variant) (steps, failed, joined, fail s
 	}
 	lo, hi, bad := -1, -1, 0
 	for r, p := range c.ranks {
-		l, ok := p.await(0, checkDone.MatchString)
+		l, ok := p.Await(0, checkDone.MatchString)
 		if !ok {
 			if fail == "" {
 				fail = "no CHECK done line: " + c.failure(r)
 			}
 			continue
 		}
-		m := checkDone.FindStringSubmatch(l.text)
+		m := checkDone.FindStringSubmatch(l.Text)
 		n, _ := strconv.Atoi(m[1])
 		f, _ := strconv.Atoi(m[2])
 		bad += f
@@ -83,8 +83,8 @@ func (h *harness) matrixGroup(per int, v variant) (steps, failed, joined, fail s
 			lo = n
 		}
 		hi = max(hi, n)
-		if ended, code, _ := p.exited(); fail == "" && (f > 0 || n == 0 || m[3] != "0" || !ended || code != 0) {
-			fail = fmt.Sprintf("rank %d: %s: %s", r, l.text, c.failure(r))
+		if ended, code, _ := p.Exited(); fail == "" && (f > 0 || n == 0 || m[3] != "0" || !ended || code != 0) {
+			fail = fmt.Sprintf("rank %d: %s: %s", r, l.Text, c.failure(r))
 		}
 	}
 	steps = strconv.Itoa(lo)

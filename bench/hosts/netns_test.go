@@ -18,6 +18,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // helperEnv makes the test binary a helper process on a host instead of
@@ -149,26 +151,26 @@ func TestNetworkHostsAndCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = recv.signal(syscall.SIGKILL) }()
-	if _, ok := recv.await(30*time.Second, func(s string) bool { return s == "listening" }); !ok {
-		t.Fatalf("receiver on host 1: %s", recv.lastLine(300))
+	defer func() { _ = recv.Signal(syscall.SIGKILL) }()
+	if _, ok := recv.Await(30*time.Second, func(s string) bool { return s == "listening" }); !ok {
+		t.Fatalf("receiver on host 1: %s", lastLine(recv, 300))
 	}
 	send, err := startProc("send", n.onHost(0, os.Args[0]), []string{helperEnv + "=send " + addr + " " + strconv.Itoa(size)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = send.signal(syscall.SIGKILL) }()
-	got, ok := recv.await(60*time.Second, func(s string) bool { return strings.HasPrefix(s, "got ") })
+	defer func() { _ = send.Signal(syscall.SIGKILL) }()
+	got, ok := recv.Await(60*time.Second, func(s string) bool { return strings.HasPrefix(s, "got ") })
 	if !ok {
-		t.Fatalf("receiver: %s; sender: %s", recv.lastLine(300), send.lastLine(300))
+		t.Fatalf("receiver: %s; sender: %s", lastLine(recv, 300), lastLine(send, 300))
 	}
 	var bytes, ns int64
-	if _, err := fmt.Sscanf(got.text, "got %d in %d ns", &bytes, &ns); err != nil || bytes != size {
-		t.Fatalf("receiver said %q (%v), want %d bytes", got.text, err, size)
+	if _, err := fmt.Sscanf(got.Text, "got %d in %d ns", &bytes, &ns); err != nil || bytes != size {
+		t.Fatalf("receiver said %q (%v), want %d bytes", got.Text, err, size)
 	}
-	for p, want := range map[*proc]string{recv: "host host1", send: "host host0"} {
-		if _, ok := p.await(time.Second, func(s string) bool { return s == want }); !ok {
-			t.Errorf("%s: no line %q (host name not set): %s", p.name, want, p.lastLine(300))
+	for p, want := range map[*rig.Proc]string{recv: "host host1", send: "host host0"} {
+		if _, ok := p.Await(time.Second, func(s string) bool { return s == want }); !ok {
+			t.Errorf("%s: no line %q (host name not set): %s", p.Name, want, lastLine(p, 300))
 		}
 	}
 	// The receiver can have had at most the bucket and rate x time.
@@ -178,7 +180,7 @@ func TestNetworkHostsAndCap(t *testing.T) {
 	if took < least {
 		t.Errorf("%d bytes in %v: faster than the %s cap allows (at least %v)", size, took, r, least)
 	}
-	if !recv.wait(10*time.Second) || !send.wait(10*time.Second) {
+	if !recv.Wait(10*time.Second) || !send.Wait(10*time.Second) {
 		t.Error("helpers did not exit")
 	}
 	closed = true
@@ -236,16 +238,16 @@ func TestInterruptDeletesHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = h.signal(syscall.SIGKILL) }()
-	made, ok := h.await(60*time.Second, madeLine.MatchString)
+	defer func() { _ = h.Signal(syscall.SIGKILL) }()
+	made, ok := h.Await(60*time.Second, madeLine.MatchString)
 	if !ok {
-		t.Fatalf("no namespaces made: %s", h.lastLine(300))
+		t.Fatalf("no namespaces made: %s", lastLine(h, 300))
 	}
-	prefix := madeLine.FindStringSubmatch(made.text)[1]
+	prefix := madeLine.FindStringSubmatch(made.Text)[1]
 	var pids []int
 	for deadline := time.Now().Add(30 * time.Second); len(pids) < 4; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of 4 ranks started: %s", len(pids), h.lastLine(300))
+			t.Fatalf("%d of 4 ranks started: %s", len(pids), lastLine(h, 300))
 		}
 		pids = pids[:0]
 		for r := range 4 {
@@ -259,14 +261,14 @@ func TestInterruptDeletesHosts(t *testing.T) {
 	if got := ourNamespaces(t, prefix); len(got) != 3 {
 		t.Fatalf("namespaces %q while the ranks run, want the hub and 2 hosts", got)
 	}
-	if err := syscall.Kill(h.cmd.Process.Pid, syscall.SIGINT); err != nil {
+	if err := syscall.Kill(h.Pid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if !h.wait(60 * time.Second) {
+	if !h.Wait(60 * time.Second) {
 		t.Fatal("the harness did not exit within 60 s of SIGINT")
 	}
-	if _, code, _ := h.exited(); code != exitStopped {
-		t.Errorf("exit %d, want %d: %s", code, exitStopped, h.lastLine(300))
+	if _, code, _ := h.Exited(); code != exitStopped {
+		t.Errorf("exit %d, want %d: %s", code, exitStopped, lastLine(h, 300))
 	}
 	if left := ourNamespaces(t, prefix); len(left) > 0 {
 		t.Errorf("left behind: %q", left)

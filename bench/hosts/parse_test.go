@@ -132,18 +132,16 @@ func TestPairCarriers(t *testing.T) {
 	}
 	c := &cluster{hostOf: []int{0, 0, 1, 1}}
 	for _, l := range lines {
-		p := &proc{done: make(chan struct{})}
-		p.out = []line{{text: "choreo bench"}, {text: l}}
-		c.ranks = append(c.ranks, p)
+		c.ranks = append(c.ranks, rig.ProcOf("rank", "choreo bench", l))
 	}
 	if got, want := c.joined(), "shm+tcp (same host shm+tcp, across tcp)"; got != want {
 		t.Errorf("joined %q, want %q (rank 3 links its host's rank 2 by tcp)", got, want)
 	}
-	c.ranks[3].out[1].text = lines[3][:strings.Index(lines[3], "0:tcp")] + `0:tcp 1:tcp 2:shm 3:self"}`
+	c.ranks[3] = rig.ProcOf("rank 3", "choreo bench", lines[3][:strings.Index(lines[3], "0:tcp")]+`0:tcp 1:tcp 2:shm 3:self"}`)
 	if got, want := c.joined(), "shm+tcp (same host shm, across tcp)"; got != want {
 		t.Errorf("joined %q, want %q", got, want)
 	}
-	c = &cluster{hostOf: []int{0, 1}, ranks: []*proc{{out: []line{{text: `joined	{"rank": 0, "transport": "tcp", "peer_timeout": "10s"}`}}}}}
+	c = &cluster{hostOf: []int{0, 1}, ranks: []*rig.Proc{rig.ProcOf("rank 0", `joined	{"rank": 0, "transport": "tcp", "peer_timeout": "10s"}`)}}
 	if got := c.joined(); got != "tcp" {
 		t.Errorf("without links: %q, want tcp", got)
 	}

@@ -93,7 +93,7 @@ func (h *harness) attackTry(a attackRun, iters int) ([]string, bool) {
 		return []string{a.name, "-", fmt.Sprintf("%s (%s)", c.notReached(bad, "forming", joinBound), p)}, false
 	}
 	time.Sleep(2 * time.Second)
-	pid := c.ranks[cfg.attackRank].pid()
+	pid := c.ranks[cfg.attackRank].Pid()
 	before := usageOf(pid)
 
 	var mu sync.Mutex
@@ -131,10 +131,10 @@ func (h *harness) attackTry(a attackRun, iters int) ([]string, bool) {
 		completed, ok = fmt.Sprintf("no: %s still running", c.stillRunning()), false
 	} else {
 		for i, p := range c.ranks {
-			_, code, _ := p.exited()
-			_, soaked := p.find(func(s string) bool { return s == "CHECK soak ok" })
+			_, code, _ := p.Exited()
+			_, soaked := p.Find(func(s string) bool { return s == "CHECK soak ok" })
 			if code != 0 || !soaked {
-				completed, ok = fmt.Sprintf("no: rank %d exit %d: %s", i, code, p.failureLine()), false
+				completed, ok = fmt.Sprintf("no: rank %d exit %d: %s", i, code, failureLine(p)), false
 				break
 			}
 		}

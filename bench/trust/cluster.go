@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // clusterSpec is one cluster of demo ranks on loopback: n processes of
@@ -34,7 +36,7 @@ type cluster struct {
 	spec    clusterSpec
 	hosts   []string
 	run     string
-	ranks   []*proc
+	ranks   []*rig.Proc
 	started time.Time
 }
 
@@ -85,10 +87,10 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 // kill ends every rank still running and waits for them (bounded).
 func (c *cluster) kill() {
 	for _, p := range c.ranks {
-		_ = p.signal(syscall.SIGKILL)
+		_ = p.Signal(syscall.SIGKILL)
 	}
 	for _, p := range c.ranks {
-		p.wait(10 * time.Second)
+		p.Wait(10 * time.Second)
 	}
 }
 
@@ -97,7 +99,7 @@ func (c *cluster) kill() {
 func (c *cluster) waitAll(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for _, p := range c.ranks {
-		if !p.wait(time.Until(deadline)) {
+		if !p.Wait(time.Until(deadline)) {
 			return false
 		}
 	}
@@ -106,11 +108,11 @@ func (c *cluster) waitAll(d time.Duration) bool {
 
 // awaitAll waits, until d has passed, for a line that match accepts on
 // every rank; it returns the lines by rank, or the first rank without one.
-func (c *cluster) awaitAll(d time.Duration, match func(string) bool) ([]line, int, bool) {
+func (c *cluster) awaitAll(d time.Duration, match func(string) bool) ([]rig.Line, int, bool) {
 	deadline := time.Now().Add(d)
-	got := make([]line, len(c.ranks))
+	got := make([]rig.Line, len(c.ranks))
 	for r, p := range c.ranks {
-		l, ok := p.await(time.Until(deadline), match)
+		l, ok := p.Await(time.Until(deadline), match)
 		if !ok {
 			return got, r, false
 		}
@@ -123,17 +125,17 @@ func (c *cluster) awaitAll(d time.Duration, match func(string) bool) ([]line, in
 // exited, with its status and error line, or it was still going.
 func (c *cluster) notReached(r int, what string, d time.Duration) string {
 	p := c.ranks[r]
-	if ended, code, _ := p.exited(); ended {
-		return fmt.Sprintf("rank %d exit %d before %s: %s", r, code, what, p.failureLine())
+	if ended, code, _ := p.Exited(); ended {
+		return fmt.Sprintf("rank %d exit %d before %s: %s", r, code, what, failureLine(p))
 	}
-	return fmt.Sprintf("rank %d: not at %s within %v: %s", r, what, d, p.lastLine(200))
+	return fmt.Sprintf("rank %d: not at %s within %v: %s", r, what, d, p.LastLine(200))
 }
 
 // transcript is every rank's output, times since the cluster started.
 func (c *cluster) transcript() string {
 	var b strings.Builder
 	for r, p := range c.ranks {
-		b.WriteString(p.transcript(c.started, fmt.Sprintf("[%d]", r)))
+		b.WriteString(p.Transcript(c.started, fmt.Sprintf("[%d]", r)))
 	}
 	return b.String()
 }

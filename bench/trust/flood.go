@@ -158,7 +158,7 @@ func (h *harness) formationTry(tr string, flooded bool, tag string) (r formation
 				}
 				if len(fresh) > 0 {
 					for _, p := range c.ranks {
-						inodes, _ := socketInodes(p.pid()) // a rank that has exited has none
+						inodes, _ := socketInodes(p.Pid()) // a rank that has exited has none
 						for _, s := range fresh {
 							if inodes[s.inode] {
 								ts = append(ts, s.target)
@@ -190,7 +190,7 @@ func (h *harness) formationTry(tr string, flooded bool, tag string) (r formation
 		return r
 	}
 	for _, l := range firsts {
-		r.formed = max(r.formed, l.at.Sub(c.started))
+		r.formed = max(r.formed, l.At.Sub(c.started))
 	}
 	if f != nil {
 		f.cancel() // formed: the flood ends (stop, deferred, waits for it)
@@ -200,19 +200,19 @@ func (h *harness) formationTry(tr string, flooded bool, tag string) (r formation
 		return r
 	}
 	for i, p := range c.ranks {
-		if _, code, _ := p.exited(); code != 0 {
-			r.o.reason = fmt.Sprintf("rank %d exit %d: %s", i, code, p.failureLine())
+		if _, code, _ := p.Exited(); code != 0 {
+			r.o.reason = fmt.Sprintf("rank %d exit %d: %s", i, code, failureLine(p))
 			return r
 		}
-		if _, ok := p.find(func(s string) bool { return s == "CHECK soak ok" }); !ok {
+		if _, ok := p.Find(func(s string) bool { return s == "CHECK soak ok" }); !ok {
 			r.o.reason = fmt.Sprintf("rank %d: no CHECK soak ok", i)
 			return r
 		}
 	}
-	first, ok1 := c.ranks[0].find(func(s string) bool { return s == "SOAK 0" })
-	last, ok2 := c.ranks[0].find(func(s string) bool { return s == "SOAK "+strconv.Itoa(formationIters-1) })
+	first, ok1 := c.ranks[0].Find(func(s string) bool { return s == "SOAK 0" })
+	last, ok2 := c.ranks[0].Find(func(s string) bool { return s == "SOAK "+strconv.Itoa(formationIters-1) })
 	if ok1 && ok2 && !flooded {
-		r.perIter = last.at.Sub(first.at) / (formationIters - 1)
+		r.perIter = last.At.Sub(first.At) / (formationIters - 1)
 	}
 	r.o.pass = true
 	return r

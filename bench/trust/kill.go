@@ -72,7 +72,7 @@ func (h *harness) killTry(n int, tr, tag string) (o tryOutcome, detect, exits du
 	time.Sleep(time.Duration(h.intn(200)) * time.Millisecond)
 	victim := h.intn(n)
 	killed := time.Now()
-	if err := c.ranks[victim].signal(syscall.SIGKILL); err != nil {
+	if err := c.ranks[victim].Signal(syscall.SIGKILL); err != nil {
 		return tryOutcome{reason: fmt.Sprintf("SIGKILL rank %d: %v", victim, err)}, nil, nil
 	}
 	o = tryOutcome{pass: true}
@@ -80,24 +80,24 @@ func (h *harness) killTry(n int, tr, tag string) (o tryOutcome, detect, exits du
 		if i == victim {
 			continue
 		}
-		l, ok := p.await(30*time.Second, func(s string) bool { return strings.HasPrefix(s, "CHECK soak/") })
-		if p.wait(30 * time.Second) {
-			_, _, at := p.exited()
+		l, ok := p.Await(30*time.Second, func(s string) bool { return strings.HasPrefix(s, "CHECK soak/") })
+		if p.Wait(30 * time.Second) {
+			_, _, at := p.Exited()
 			exits = append(exits, at.Sub(killed))
 		}
-		if ok && strings.Contains(l.text, " FAIL ErrPeerLost ") {
-			detect = append(detect, l.at.Sub(killed))
+		if ok && strings.Contains(l.Text, " FAIL ErrPeerLost ") {
+			detect = append(detect, l.At.Sub(killed))
 		}
 		if !o.pass {
 			continue
 		}
 		switch {
 		case !ok:
-			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d: no failure 30 s after: %s", victim, i, p.failureLine())}
-		case !strings.Contains(l.text, " FAIL ErrPeerLost "):
-			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d: %s", victim, i, clip(l.text, 200))}
-		case l.at.Sub(killed) > h.cfg.killWithin:
-			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d ErrPeerLost after %s", victim, i, rig.Secs(l.at.Sub(killed)))}
+			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d: no failure 30 s after: %s", victim, i, failureLine(p))}
+		case !strings.Contains(l.Text, " FAIL ErrPeerLost "):
+			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d: %s", victim, i, rig.Clip(l.Text, 200))}
+		case l.At.Sub(killed) > h.cfg.killWithin:
+			o = tryOutcome{reason: fmt.Sprintf("killed rank %d; rank %d ErrPeerLost after %s", victim, i, rig.Secs(l.At.Sub(killed)))}
 		}
 	}
 	return o, detect, exits

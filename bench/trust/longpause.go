@@ -85,11 +85,11 @@ func (h *harness) longPauseTry(n int, tr, tag string) (o tryOutcome, r longPause
 	victim := h.intn(n)
 	v := c.ranks[victim]
 	stopped := time.Now()
-	if err := v.signal(syscall.SIGSTOP); err != nil {
+	if err := v.Signal(syscall.SIGSTOP); err != nil {
 		return tryOutcome{reason: fmt.Sprintf("SIGSTOP rank %d: %v", victim, err)}, r
 	}
 	// Until the pause ends or every other rank has exited.
-	others := make([]*proc, 0, n-1)
+	others := make([]*rig.Proc, 0, n-1)
 	for i, p := range c.ranks {
 		if i != victim {
 			others = append(others, p)
@@ -97,14 +97,14 @@ func (h *harness) longPauseTry(n int, tr, tag string) (o tryOutcome, r longPause
 	}
 	pauseEnd := stopped.Add(cfg.longPause)
 	for _, p := range others {
-		p.wait(time.Until(pauseEnd))
+		p.Wait(time.Until(pauseEnd))
 	}
 	time.Sleep(time.Until(pauseEnd))
-	_ = v.signal(syscall.SIGCONT)
+	_ = v.Signal(syscall.SIGCONT)
 	resumed := time.Now()
 	// The paused rank's own end, bounded by the peer timeout + 5 s.
-	if v.wait(cfg.peerTimeout + 5*time.Second) {
-		_, code, at := v.exited()
+	if v.Wait(cfg.peerTimeout + 5*time.Second) {
+		_, code, at := v.Exited()
 		r.victim = fmt.Sprintf("exit %d after %.1f s", code, at.Sub(resumed).Seconds())
 	} else {
 		r.victim = fmt.Sprintf("running %v after", cfg.peerTimeout+5*time.Second)
@@ -114,12 +114,12 @@ func (h *harness) longPauseTry(n int, tr, tag string) (o tryOutcome, r longPause
 		if i == victim {
 			continue
 		}
-		ended, code, at := p.exited()
-		l, said := p.find(peerLost)
+		ended, code, at := p.Exited()
+		l, said := p.Find(peerLost)
 		var when time.Duration = -1
 		switch {
-		case said && !l.at.Before(stopped):
-			when = l.at.Sub(stopped)
+		case said && !l.At.Before(stopped):
+			when = l.At.Sub(stopped)
 		case ended && code == 3:
 			when = at.Sub(stopped)
 		}
@@ -138,7 +138,7 @@ func (h *harness) longPauseTry(n int, tr, tag string) (o tryOutcome, r longPause
 		case when < 0 && !ended:
 			o = tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d still running %v after the pause start, no ErrPeerLost", victim, i, cfg.longPause)}
 		case when < 0:
-			o = tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d exit %d without ErrPeerLost: %s", victim, i, code, p.failureLine())}
+			o = tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d exit %d without ErrPeerLost: %s", victim, i, code, failureLine(p))}
 		case when > cfg.detectWithin:
 			o = tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d ErrPeerLost only after %s", victim, i, rig.Secs(when))}
 		}

@@ -90,7 +90,7 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 	}
 	h.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	cleanup := func() {
-		kids.killAll()
+		kids.KillAll()
 		_ = os.RemoveAll(tmp)
 	}
 	defer cleanup()

@@ -20,10 +20,10 @@ var doneLine = regexp.MustCompile(`CHECK done ok=(\d+) failed=(\d+) live-fences=
 // busyLoops starts n shell loops that spin a processor each and returns a
 // function that stops them (kids.killAll would too).
 func (h *harness) busyLoops(n int) (stop func(), err error) {
-	var ps []*proc
+	var ps []*rig.Proc
 	stop = func() {
 		for _, p := range ps {
-			p.kill()
+			p.Kill()
 		}
 	}
 	for i := range n {
@@ -83,26 +83,26 @@ func (h *harness) matrixRun(tr, tag string) (o tryOutcome, took time.Duration) {
 	if err != nil {
 		return tryOutcome{reason: err.Error()}, 0
 	}
-	defer p.kill()
+	defer p.Kill()
 	defer func() {
 		if !o.pass {
-			if path := h.saveLog(tag+".log", p.transcript(p.started, "")); path != "" {
+			if path := h.saveLog(tag+".log", p.Transcript(p.Started, "")); path != "" {
 				o.reason += " (" + path + ")"
 			}
 		}
 	}()
-	if !p.wait(matrixBound) {
-		_ = syscall.Kill(p.pid(), syscall.SIGINT)
-		if !p.wait(15 * time.Second) {
-			p.kill()
+	if !p.Wait(matrixBound) {
+		_ = syscall.Kill(p.Pid(), syscall.SIGINT)
+		if !p.Wait(15 * time.Second) {
+			p.Kill()
 		}
 		return tryOutcome{reason: fmt.Sprintf("still running after %v", matrixBound)}, 0
 	}
-	_, code, at := p.exited()
-	took = at.Sub(p.started)
+	_, code, at := p.Exited()
+	took = at.Sub(p.Started)
 	var ends []string
-	for _, l := range p.lines() {
-		if m := doneLine.FindStringSubmatch(l.text); m != nil && (m[1] == "0" || m[2] != "0" || m[3] != "0") {
+	for _, l := range p.Lines() {
+		if m := doneLine.FindStringSubmatch(l.Text); m != nil && (m[1] == "0" || m[2] != "0" || m[3] != "0") {
 			ends = append(ends, m[0])
 		} else if m != nil {
 			ends = append(ends, "")
@@ -115,18 +115,18 @@ func (h *harness) matrixRun(tr, tag string) (o tryOutcome, took time.Duration) {
 }
 
 // matrixFailure is the launcher's verdict line, or the first failed step.
-func matrixFailure(p *proc) string {
+func matrixFailure(p *rig.Proc) string {
 	var first string
-	for _, l := range p.lines() {
-		if strings.HasPrefix(l.text, "demo: launch:") {
-			return clip(l.text, 200)
+	for _, l := range p.Lines() {
+		if strings.HasPrefix(l.Text, "demo: launch:") {
+			return rig.Clip(l.Text, 200)
 		}
-		if first == "" && strings.Contains(l.text, " FAIL ") {
-			first = clip(strings.TrimSpace(l.text), 200)
+		if first == "" && strings.Contains(l.Text, " FAIL ") {
+			first = rig.Clip(strings.TrimSpace(l.Text), 200)
 		}
 	}
 	if first != "" {
 		return first
 	}
-	return p.lastLine(200)
+	return p.LastLine(200)
 }

@@ -91,14 +91,14 @@ func (h *harness) pauseTry(n int, tr string, pause time.Duration, tag string) (o
 	victim := h.intn(n)
 	v := c.ranks[victim]
 	stopped := time.Now()
-	if err := v.signal(syscall.SIGSTOP); err != nil {
+	if err := v.Signal(syscall.SIGSTOP); err != nil {
 		return tryOutcome{reason: fmt.Sprintf("SIGSTOP rank %d: %v", victim, err)}, 0
 	}
 	time.Sleep(pause - time.Since(stopped))
-	_ = v.signal(syscall.SIGCONT)
+	_ = v.Signal(syscall.SIGCONT)
 	resumed := time.Now()
 	for r, p := range c.ranks {
-		if ended, code, _ := p.exited(); ended && code == 0 && r != victim {
+		if ended, code, _ := p.Exited(); ended && code == 0 && r != victim {
 			return tryOutcome{invalid: true, reason: fmt.Sprintf("rank %d finished during the pause", r)}, 0
 		}
 	}
@@ -107,17 +107,17 @@ func (h *harness) pauseTry(n int, tr string, pause time.Duration, tag string) (o
 	}
 	end = time.Since(resumed)
 	for r, p := range c.ranks {
-		if _, code, _ := p.exited(); code != 0 {
-			return tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d exit %d: %s", victim, r, code, p.failureLine())}, 0
+		if _, code, _ := p.Exited(); code != 0 {
+			return tryOutcome{reason: fmt.Sprintf("paused rank %d; rank %d exit %d: %s", victim, r, code, failureLine(p))}, 0
 		}
 	}
-	l, ok := c.ranks[0].find(checksLine.MatchString)
+	l, ok := c.ranks[0].Find(checksLine.MatchString)
 	if !ok {
 		return tryOutcome{reason: "rank 0 printed no checks line"}, 0
 	}
-	m := checksLine.FindStringSubmatch(l.text)
+	m := checksLine.FindStringSubmatch(l.Text)
 	if m[1] != m[2] || m[2] == "0" {
-		return tryOutcome{reason: "rank 0: " + l.text}, 0
+		return tryOutcome{reason: "rank 0: " + l.Text}, 0
 	}
 	return tryOutcome{pass: true}, end
 }
@@ -125,21 +125,21 @@ func (h *harness) pauseTry(n int, tr string, pause time.Duration, tag string) (o
 // running waits for rank 0's loop to start (its "choreo demo:" line) and
 // then for warmup; ok when every rank is still running then.
 func (c *cluster) running(warmup time.Duration) (tryOutcome, bool) {
-	if _, ok := c.ranks[0].await(joinBound, func(s string) bool { return strings.HasPrefix(s, "choreo demo:") }); !ok {
+	if _, ok := c.ranks[0].Await(joinBound, func(s string) bool { return strings.HasPrefix(s, "choreo demo:") }); !ok {
 		for r, p := range c.ranks {
-			if ended, code, _ := p.exited(); ended {
-				return tryOutcome{reason: fmt.Sprintf("before the loop: rank %d exit %d: %s", r, code, p.failureLine())}, false
+			if ended, code, _ := p.Exited(); ended {
+				return tryOutcome{reason: fmt.Sprintf("before the loop: rank %d exit %d: %s", r, code, failureLine(p))}, false
 			}
 		}
 		return tryOutcome{reason: fmt.Sprintf("rank 0's loop did not start within %v", joinBound)}, false
 	}
 	time.Sleep(warmup)
 	for r, p := range c.ranks {
-		if ended, code, _ := p.exited(); ended {
+		if ended, code, _ := p.Exited(); ended {
 			if code == 0 {
 				return tryOutcome{invalid: true, reason: fmt.Sprintf("rank %d finished before the pause", r)}, false
 			}
-			return tryOutcome{reason: fmt.Sprintf("before the pause: rank %d exit %d: %s", r, code, p.failureLine())}, false
+			return tryOutcome{reason: fmt.Sprintf("before the pause: rank %d exit %d: %s", r, code, failureLine(p))}, false
 		}
 	}
 	return tryOutcome{}, true
@@ -149,7 +149,7 @@ func (c *cluster) running(warmup time.Duration) (tryOutcome, bool) {
 func (c *cluster) stillRunning() string {
 	var rs []string
 	for r, p := range c.ranks {
-		if ended, _, _ := p.exited(); !ended {
+		if ended, _, _ := p.Exited(); !ended {
 			rs = append(rs, strconv.Itoa(r))
 		}
 	}
@@ -161,16 +161,16 @@ func (c *cluster) stillRunning() string {
 
 // failureLine is the line that best says why a rank failed: its "error:"
 // or "demo:" line, a CHECK FAIL line, else its last line.
-func (p *proc) failureLine() string {
+func failureLine(p *rig.Proc) string {
 	for _, prefix := range []string{"  error:", "demo:", "CHECK "} {
-		for _, l := range p.lines() {
-			t := l.text
+		for _, l := range p.Lines() {
+			t := l.Text
 			if strings.HasPrefix(t, prefix) && (prefix != "CHECK " || strings.Contains(t, " FAIL ")) {
-				return clip(strings.TrimSpace(t), 200)
+				return rig.Clip(strings.TrimSpace(t), 200)
 			}
 		}
 	}
-	return p.lastLine(200)
+	return p.LastLine(200)
 }
 
 // peerLost reports whether a line says a peer was lost.
