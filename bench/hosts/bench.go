@@ -115,7 +115,7 @@ func (h *harness) benchGroup(per int, v variant, r rate) (rows []benchRow, joine
 	if err != nil {
 		return nil, "", err.Error()
 	}
-	defer c.kill()
+	defer c.ranks.Kill()
 	tag := fmt.Sprintf("bench-%dx%d-%s-%s", h.cfg.hosts, per, r, v.tag())
 	defer func() {
 		if fail != "" {
@@ -125,7 +125,7 @@ func (h *harness) benchGroup(per int, v variant, r rate) (rows []benchRow, joine
 		}
 	}()
 	switch {
-	case !c.waitAll(h.cfg.timeout):
+	case !c.ranks.WaitAll(h.cfg.timeout):
 		if f := c.firstFailure(); f >= 0 {
 			return nil, "", c.failure(f)
 		}

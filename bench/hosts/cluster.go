@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/choreo-gpu/choreo/bench/internal/rig"
@@ -42,7 +39,7 @@ type clusterSpec struct {
 // network namespace and a UTS namespace of its own named as the host.
 type cluster struct {
 	spec    clusterSpec
-	ranks   []*rig.Proc
+	ranks   rig.Ranks
 	hostOf  []int
 	started time.Time
 }
@@ -61,7 +58,7 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 	common := []string{
 		"CHOREO_WORLD_SIZE=" + strconv.Itoa(n),
 		"CHOREO_HOSTFILE=" + string(hostfile),
-		"CHOREO_SECRET=" + randomHex(32),
+		"CHOREO_SECRET=" + rig.RandomHex(32),
 		"CHOREO_RUN=hosts-" + h.net.run + "-" + strconv.Itoa(h.runs),
 	}
 	if spec.transport != "" {
@@ -81,47 +78,13 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 		argv := h.net.onHost(host, append([]string{h.demo, "--verbose", "node"}, spec.args...)...)
 		p, err := startProc(fmt.Sprintf("rank %d (host %d)", r, host), argv, env)
 		if err != nil {
-			c.kill()
+			c.ranks.Kill()
 			return nil, err
 		}
 		c.ranks = append(c.ranks, p)
 		c.hostOf = append(c.hostOf, host)
 	}
 	return c, nil
-}
-
-// kill ends every rank still running and waits for them (bounded).
-func (c *cluster) kill() {
-	for _, p := range c.ranks {
-		_ = p.Signal(syscall.SIGKILL)
-	}
-	for _, p := range c.ranks {
-		p.Wait(10 * time.Second)
-	}
-}
-
-// waitAll waits until d has passed for every rank to end; it reports
-// whether they all did.
-func (c *cluster) waitAll(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for _, p := range c.ranks {
-		if !p.Wait(time.Until(deadline)) {
-			return false
-		}
-	}
-	return true
-}
-
-// awaitAll waits, until d has passed, for a line that match accepts on
-// every rank; it returns the first rank without one, or -1.
-func (c *cluster) awaitAll(d time.Duration, match func(string) bool) int {
-	deadline := time.Now().Add(d)
-	for r, p := range c.ranks {
-		if _, ok := p.Await(time.Until(deadline), match); !ok {
-			return r
-		}
-	}
-	return -1
 }
 
 // failure says what went wrong with rank r: its exit and last line, or
@@ -235,11 +198,4 @@ func (c *cluster) transcript() string {
 		}
 	}
 	return b.String()
-}
-
-// randomHex is n random bytes in hex.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // experiments are the harness's experiments, in the order they run.
@@ -86,8 +88,8 @@ func parseConfig(args []string) (*config, error) {
 		return nil, err
 	}
 	var err error
-	if c.topologies, err = names(*topos, topologies); err != nil {
-		return nil, err
+	if c.topologies, err = rig.Names(*topos, topologies); err != nil {
+		return nil, fmt.Errorf("hosts: %w", err)
 	}
 	return c, nil
 }
@@ -95,27 +97,27 @@ func parseConfig(args []string) (*config, error) {
 // read checks and converts the list flags.
 func (c *config) read(only, perHost, rates, transports, algos string) error {
 	var err error
-	if c.only, err = names(only, experiments); err != nil {
-		return err
+	if c.only, err = rig.Names(only, experiments); err != nil {
+		return fmt.Errorf("hosts: %w", err)
 	}
-	if c.transports, err = names(transports, []string{"tcp", "shm", "auto", "-"}); err != nil {
-		return err
+	if c.transports, err = rig.Names(transports, []string{"tcp", "shm", "auto", "-"}); err != nil {
+		return fmt.Errorf("hosts: %w", err)
 	}
-	for _, s := range split(perHost) {
+	for _, s := range rig.Split(perHost) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 64 {
 			return fmt.Errorf("hosts: -ranks: %q is not a count of 1 to 64", s)
 		}
 		c.perHost = append(c.perHost, n)
 	}
-	for _, s := range split(rates) {
+	for _, s := range rig.Split(rates) {
 		r, err := parseRate(s)
 		if err != nil {
 			return err
 		}
 		c.rates = append(c.rates, r)
 	}
-	c.algos = split(algos)
+	c.algos = rig.Split(algos)
 	switch {
 	case c.hosts < 1 || c.hosts > 250:
 		return fmt.Errorf("hosts: -hosts %d: want 1 to 250", c.hosts)
@@ -217,32 +219,6 @@ func (c *config) variants() []variant {
 			for _, a := range algos {
 				out = append(out, variant{transport: t, flat: topo == "flat", algo: a})
 			}
-		}
-	}
-	return out
-}
-
-// names splits s and checks each name against known.
-func names(s string, known []string) ([]string, error) {
-	var out []string
-	for _, n := range split(s) {
-		if !slices.Contains(known, n) {
-			return nil, fmt.Errorf("hosts: unknown name %q (known: %s)", n, strings.Join(known, ", "))
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("hosts: an empty list")
-	}
-	return out, nil
-}
-
-// split is s's comma-separated items, trimmed, empty ones dropped.
-func split(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
 		}
 	}
 	return out

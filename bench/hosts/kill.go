@@ -82,7 +82,7 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 		o.reason = err.Error()
 		return o, "?"
 	}
-	defer c.kill()
+	defer c.ranks.Kill()
 	defer func() {
 		if !o.pass {
 			if p := h.saveLog(fmt.Sprintf("kill-%dx%d-%s-try%d.log", h.cfg.hosts, per, v.tag(), k+1), c.transcript()); p != "" {
@@ -90,7 +90,7 @@ func (h *harness) killTry(per int, v variant, k int) (o killOutcome, joined stri
 			}
 		}
 	}()
-	if r := c.awaitAll(formBound, func(s string) bool { return s == "SOAK 1" }); r >= 0 {
+	if _, r, ok := c.ranks.AwaitAll(formBound, func(s string) bool { return s == "SOAK 1" }); !ok {
 		o.reason = "before the kill: " + c.failure(r)
 		return o, c.joined()
 	}

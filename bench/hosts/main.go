@@ -24,22 +24,19 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // Exit statuses.
@@ -67,29 +64,7 @@ type harness struct {
 	summary []string
 }
 
-func main() {
-	cfg, err := parseConfig(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(exitCannot)
-	}
-	log := newLogger()
-	code := run(cfg, log)
-	_ = log.Sync()
-	os.Exit(code)
-}
-
-// newLogger is the progress logger: short console lines on stderr.
-func newLogger() *zap.SugaredLogger {
-	ec := zap.NewDevelopmentEncoderConfig()
-	ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05")
-	ec.EncodeCaller = nil
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(ec), zapcore.Lock(os.Stderr), zapcore.InfoLevel)
-	return zap.New(core).Sugar()
-}
+func main() { rig.Main(parseConfig, run, exitCannot) }
 
 // run runs the experiments cfg names and returns the exit status.
 func run(cfg *config, log *zap.SugaredLogger) int {
@@ -112,16 +87,10 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 	}
 	// The network exists (empty) before the signal handler: an interrupt
 	// during its setup deletes what the setup made.
-	h := &harness{cfg: cfg, tmp: tmp, log: log, out: os.Stdout, logs: cfg.logs,
-		net: newNetwork(randomHex(3), cfg.hosts, log)}
-	if h.logs == "" {
-		h.logs = filepath.Join(os.TempDir(), "choreo-hosts-logs-"+time.Now().Format("20060102-150405"))
-	}
-	seed := cfg.seed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	h.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	h := &harness{cfg: cfg, tmp: tmp, log: log, out: os.Stdout, logs: rig.LogsDir(cfg.logs, "choreo-hosts-logs-"),
+		net: newNetwork(rig.RandomHex(3), cfg.hosts, log)}
+	var seed uint64
+	h.rng, seed = rig.NewRand(cfg.seed)
 	var once sync.Once
 	cleanup := func() {
 		once.Do(func() {
@@ -155,11 +124,11 @@ func (h *harness) runAll(seed uint64) int {
 	cfg, log := h.cfg, h.log
 	if h.demo = cfg.demo; h.demo == "" {
 		var err error
-		if h.demo, err = buildDemo(h.tmp, log); err != nil {
+		if h.demo, err = rig.BuildDemo(h.tmp, log); err != nil {
 			log.Errorw("build", "err", err)
 			return exitCannot
 		}
-	} else if abs, err := filepath.Abs(h.demo); err != nil || !executable(abs) {
+	} else if abs, err := filepath.Abs(h.demo); err != nil || !rig.Executable(abs) {
 		log.Errorw("-demo is not an executable", "path", h.demo)
 		return exitCannot
 	} else {
@@ -209,34 +178,6 @@ func (h *harness) waitChildren(d time.Duration) {
 	}
 }
 
-// buildDemo builds ./cmd/demo into dir (from the module the working
-// directory is in).
-func buildDemo(dir string, log *zap.SugaredLogger) (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("hosts: go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("hosts: run it inside the choreo module, or give -demo")
-	}
-	exe := filepath.Join(dir, "demo")
-	log.Infow("building the demo", "out", exe)
-	cmd := exec.Command("go", "build", "-o", exe, "./cmd/demo")
-	cmd.Dir = filepath.Dir(mod)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("hosts: go build ./cmd/demo: %w", err)
-	}
-	return exe, nil
-}
-
-// executable reports whether path is a regular file someone may execute.
-func executable(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
-}
-
 // intn is a random int in [0, n).
 func (h *harness) intn(n int) int { return h.rng.IntN(n) }
 
@@ -248,14 +189,9 @@ func (h *harness) summarize(format string, args ...any) {
 // saveLog writes text to the log directory as name and returns its path
 // ("" when it could not be written; the reason is logged).
 func (h *harness) saveLog(name, text string) string {
-	if err := os.MkdirAll(h.logs, 0o755); err != nil {
+	path, err := rig.SaveLog(h.logs, name, text)
+	if err != nil {
 		h.log.Warnw("cannot keep a group's output", "err", err)
-		return ""
-	}
-	path := filepath.Join(h.logs, name)
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		h.log.Warnw("cannot keep a group's output", "err", err)
-		return ""
 	}
 	return path
 }

@@ -55,7 +55,7 @@ func (h *harness) matrixGroup(per int, v variant) (steps, failed, joined, fail s
 	if err != nil {
 		return "-", "-", "?", err.Error()
 	}
-	defer c.kill()
+	defer c.ranks.Kill()
 	defer func() {
 		if fail != "" {
 			if p := h.saveLog(fmt.Sprintf("matrix-%dx%d-%s.log", h.cfg.hosts, per, v.tag()), c.transcript()); p != "" {
@@ -63,7 +63,7 @@ func (h *harness) matrixGroup(per int, v variant) (steps, failed, joined, fail s
 			}
 		}
 	}()
-	if !c.waitAll(h.cfg.timeout) {
+	if !c.ranks.WaitAll(h.cfg.timeout) {
 		fail = fmt.Sprintf("not done within %v", h.cfg.timeout)
 	}
 	lo, hi, bad := -1, -1, 0

@@ -46,7 +46,7 @@ func helper(args []string) error {
 		if err != nil {
 			return err
 		}
-		os.Exit(run(cfg, newLogger()))
+		os.Exit(run(cfg, rig.NewLogger()))
 	}
 	name, _ := os.Hostname()
 	fmt.Println("host", name)
@@ -127,7 +127,7 @@ func needRoot(t *testing.T) {
 // no namespace behind.
 func TestNetworkHostsAndCap(t *testing.T) {
 	needRoot(t)
-	run := "t" + randomHex(3)
+	run := "t" + rig.RandomHex(3)
 	n := newNetwork(run, 2, zaptest.NewLogger(t).Sugar())
 	closed := false
 	t.Cleanup(func() {
@@ -197,7 +197,7 @@ func TestNetworkHostsAndCap(t *testing.T) {
 // the taken one included (the run's suffix is the harness's alone).
 func TestNetworkSetupFailureDeletesAll(t *testing.T) {
 	needRoot(t)
-	run := "t" + randomHex(3)
+	run := "t" + rig.RandomHex(3)
 	n := newNetwork(run, 3, zaptest.NewLogger(t).Sugar())
 	if err := runCmd("ip", "netns", "add", n.ns(1)); err != nil {
 		t.Fatal(err)

@@ -141,7 +141,7 @@ func TestPairCarriers(t *testing.T) {
 	if got, want := c.joined(), "shm+tcp (same host shm, across tcp)"; got != want {
 		t.Errorf("joined %q, want %q", got, want)
 	}
-	c = &cluster{hostOf: []int{0, 1}, ranks: []*rig.Proc{rig.ProcOf("rank 0", `joined	{"rank": 0, "transport": "tcp", "peer_timeout": "10s"}`)}}
+	c = &cluster{hostOf: []int{0, 1}, ranks: rig.Ranks{rig.ProcOf("rank 0", `joined	{"rank": 0, "transport": "tcp", "peer_timeout": "10s"}`)}}
 	if got := c.joined(); got != "tcp" {
 		t.Errorf("without links: %q, want tcp", got)
 	}

@@ -87,8 +87,8 @@ func (h *harness) attackTry(a attackRun, iters int) ([]string, bool) {
 	if err != nil {
 		return []string{a.name, "-", err.Error()}, false
 	}
-	defer c.kill()
-	if _, bad, ok := c.awaitAll(joinBound, func(s string) bool { return s == "SOAK 0" }); !ok {
+	defer c.ranks.Kill()
+	if _, bad, ok := c.ranks.AwaitAll(joinBound, func(s string) bool { return s == "SOAK 0" }); !ok {
 		p := h.saveLog(tag+".log", c.transcript())
 		return []string{a.name, "-", fmt.Sprintf("%s (%s)", c.notReached(bad, "forming", joinBound), p)}, false
 	}
@@ -127,7 +127,7 @@ func (h *harness) attackTry(a attackRun, iters int) ([]string, bool) {
 
 	completed := "yes"
 	ok := true
-	if !c.waitAll(cfg.tryTimeout + 3*a.target) {
+	if !c.ranks.WaitAll(cfg.tryTimeout + 3*a.target) {
 		completed, ok = fmt.Sprintf("no: %s still running", c.stillRunning()), false
 	} else {
 		for i, p := range c.ranks {

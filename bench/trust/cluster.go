@@ -1,17 +1,13 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/choreo-gpu/choreo/bench/internal/rig"
@@ -36,7 +32,7 @@ type cluster struct {
 	spec    clusterSpec
 	hosts   []string
 	run     string
-	ranks   []*rig.Proc
+	ranks   rig.Ranks
 	started time.Time
 }
 
@@ -59,7 +55,7 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trust: hostfile: %w", err)
 	}
-	secret, run := randomHex(32), "trust-"+randomHex(8)
+	secret, run := rig.RandomHex(32), "trust-"+rig.RandomHex(8)
 	common := []string{
 		"CHOREO_WORLD_SIZE=" + strconv.Itoa(spec.n),
 		"CHOREO_HOSTFILE=" + hf.Name(),
@@ -76,49 +72,12 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 		env := append([]string{"CHOREO_RANK=" + strconv.Itoa(r), "CHOREO_LOCAL_RANK=" + strconv.Itoa(r)}, common...)
 		p, err := startProc(fmt.Sprintf("rank %d", r), append([]string{h.demo, "node"}, spec.args...), env)
 		if err != nil {
-			c.kill()
+			c.ranks.Kill()
 			return nil, err
 		}
 		c.ranks = append(c.ranks, p)
 	}
 	return c, nil
-}
-
-// kill ends every rank still running and waits for them (bounded).
-func (c *cluster) kill() {
-	for _, p := range c.ranks {
-		_ = p.Signal(syscall.SIGKILL)
-	}
-	for _, p := range c.ranks {
-		p.Wait(10 * time.Second)
-	}
-}
-
-// waitAll waits until d has passed for every rank to end; it reports
-// whether they all did.
-func (c *cluster) waitAll(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for _, p := range c.ranks {
-		if !p.Wait(time.Until(deadline)) {
-			return false
-		}
-	}
-	return true
-}
-
-// awaitAll waits, until d has passed, for a line that match accepts on
-// every rank; it returns the lines by rank, or the first rank without one.
-func (c *cluster) awaitAll(d time.Duration, match func(string) bool) ([]rig.Line, int, bool) {
-	deadline := time.Now().Add(d)
-	got := make([]rig.Line, len(c.ranks))
-	for r, p := range c.ranks {
-		l, ok := p.Await(time.Until(deadline), match)
-		if !ok {
-			return got, r, false
-		}
-		got[r] = l
-	}
-	return got, -1, true
 }
 
 // notReached says why rank r did not get to what (awaited for d): it
@@ -155,24 +114,12 @@ func freePorts(n int) ([]string, error) {
 	return hosts, nil
 }
 
-// randomHex is n random bytes in hex.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // saveLog writes text to the harness's log directory as name and returns
 // the file's path ("" when it could not be written; the reason is logged).
 func (h *harness) saveLog(name, text string) string {
-	if err := os.MkdirAll(h.logs, 0o755); err != nil {
+	path, err := rig.SaveLog(h.logs, name, text)
+	if err != nil {
 		h.log.Warnw("cannot keep a try's output", "err", err)
-		return ""
-	}
-	path := filepath.Join(h.logs, name)
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		h.log.Warnw("cannot keep a try's output", "err", err)
-		return ""
 	}
 	return path
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // experiments are the harness's experiments, in the order they run;
@@ -101,23 +103,23 @@ func parseConfig(args []string) (*config, error) {
 		return nil, fmt.Errorf("trust: unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if c.only, err = names(*only, append(slices.Clone(experiments), floodParts...)); err != nil {
-		return nil, err
+	if c.only, err = rig.Names(*only, append(slices.Clone(experiments), floodParts...)); err != nil {
+		return nil, fmt.Errorf("trust: %w", err)
 	}
-	if c.transports, err = names(*transports, []string{"tcp", "shm", "auto"}); err != nil {
-		return nil, err
+	if c.transports, err = rig.Names(*transports, []string{"tcp", "shm", "auto"}); err != nil {
+		return nil, fmt.Errorf("trust: %w", err)
 	}
-	if c.matrixTransports, err = names(*matrixTr, []string{"tcp", "shm", "auto"}); err != nil {
-		return nil, err
+	if c.matrixTransports, err = rig.Names(*matrixTr, []string{"tcp", "shm", "auto"}); err != nil {
+		return nil, fmt.Errorf("trust: %w", err)
 	}
-	for _, s := range split(*ranks) {
+	for _, s := range rig.Split(*ranks) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 2 {
 			return nil, fmt.Errorf("trust: -ranks: %q is not a rank count of 2 or more", s)
 		}
 		c.ranks = append(c.ranks, n)
 	}
-	for _, s := range split(*pauses) {
+	for _, s := range rig.Split(*pauses) {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("trust: -pauses: %q is not a positive duration", s)
@@ -142,30 +144,4 @@ func (c *config) wants(name string) bool {
 		return slices.ContainsFunc(floodParts, c.wants)
 	}
 	return slices.Contains(c.only, name)
-}
-
-// names splits s and checks each name against known.
-func names(s string, known []string) ([]string, error) {
-	var out []string
-	for _, n := range split(s) {
-		if !slices.Contains(known, n) {
-			return nil, fmt.Errorf("trust: unknown name %q (known: %s)", n, strings.Join(known, ", "))
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("trust: an empty list")
-	}
-	return out, nil
-}
-
-// split is s's comma-separated items, trimmed, empty ones dropped.
-func split(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -122,7 +122,7 @@ func (h *harness) formationTry(tr string, flooded bool, tag string) (r formation
 		r.o.reason = err.Error()
 		return r
 	}
-	defer c.kill()
+	defer c.ranks.Kill()
 	defer func() {
 		if !r.o.pass {
 			if p := h.saveLog(tag+".log", c.transcript()); p != "" {
@@ -184,7 +184,7 @@ func (h *harness) formationTry(tr string, flooded bool, tag string) (r formation
 			r.dials = f.dials.Load()
 		}()
 	}
-	firsts, bad, ok := c.awaitAll(joinBound, func(s string) bool { return s == "SOAK 0" })
+	firsts, bad, ok := c.ranks.AwaitAll(joinBound, func(s string) bool { return s == "SOAK 0" })
 	if !ok {
 		r.o.reason = c.notReached(bad, "forming", joinBound)
 		return r
@@ -195,7 +195,7 @@ func (h *harness) formationTry(tr string, flooded bool, tag string) (r formation
 	if f != nil {
 		f.cancel() // formed: the flood ends (stop, deferred, waits for it)
 	}
-	if !c.waitAll(h.cfg.tryTimeout) {
+	if !c.ranks.WaitAll(h.cfg.tryTimeout) {
 		r.o.reason = fmt.Sprintf("%s still running %v after forming", c.stillRunning(), h.cfg.tryTimeout)
 		return r
 	}

@@ -58,7 +58,7 @@ func (h *harness) killTry(n int, tr, tag string) (o tryOutcome, detect, exits du
 	if err != nil {
 		return tryOutcome{reason: err.Error()}, nil, nil
 	}
-	defer c.kill()
+	defer c.ranks.Kill()
 	defer func() {
 		if !o.pass {
 			if p := h.saveLog(tag+".log", c.transcript()); p != "" {
@@ -66,7 +66,7 @@ func (h *harness) killTry(n int, tr, tag string) (o tryOutcome, detect, exits du
 			}
 		}
 	}()
-	if _, r, ok := c.awaitAll(joinBound, func(s string) bool { return s == "SOAK 1" }); !ok {
+	if _, r, ok := c.ranks.AwaitAll(joinBound, func(s string) bool { return s == "SOAK 1" }); !ok {
 		return tryOutcome{reason: c.notReached(r, "its second all-reduce", joinBound)}, nil, nil
 	}
 	time.Sleep(time.Duration(h.intn(200)) * time.Millisecond)

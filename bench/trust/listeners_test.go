@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // TestListenersFindsOwnSockets: a TCP listener and an abstract unixpacket
@@ -17,7 +19,7 @@ func TestListenersFindsOwnSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tl.Close() }()
-	name := "@choreo-trust-test/" + randomHex(8)
+	name := "@choreo-trust-test/" + rig.RandomHex(8)
 	ul, err := net.Listen("unixpacket", name)
 	if err != nil {
 		t.Fatal(err)

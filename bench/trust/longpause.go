@@ -71,7 +71,7 @@ func (h *harness) longPauseTry(n int, tr, tag string) (o tryOutcome, r longPause
 	if err != nil {
 		return tryOutcome{reason: err.Error()}, r
 	}
-	defer c.kill()
+	defer c.ranks.Kill()
 	defer func() {
 		if !o.pass && !o.invalid {
 			if p := h.saveLog(tag+".log", c.transcript()); p != "" {

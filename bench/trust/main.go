@@ -13,22 +13,18 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+
+	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // harness is one invocation: the demo it runs, its scratch directory, the
@@ -48,29 +44,7 @@ type harness struct {
 	summary []string
 }
 
-func main() {
-	cfg, err := parseConfig(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	log := newLogger()
-	code := run(cfg, log)
-	_ = log.Sync()
-	os.Exit(code)
-}
-
-// newLogger is the progress logger: short console lines on stderr.
-func newLogger() *zap.SugaredLogger {
-	ec := zap.NewDevelopmentEncoderConfig()
-	ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05")
-	ec.EncodeCaller = nil
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(ec), zapcore.Lock(os.Stderr), zapcore.InfoLevel)
-	return zap.New(core).Sugar()
-}
+func main() { rig.Main(parseConfig, run, 2) }
 
 // run runs the experiments cfg names and returns the exit status: 0 when
 // every try passed, 1 when one failed, 2 when the harness could not run.
@@ -80,15 +54,9 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 		log.Errorw("scratch directory", "err", err)
 		return 2
 	}
-	h := &harness{cfg: cfg, tmp: tmp, log: log, out: os.Stdout, logs: cfg.logs}
-	if h.logs == "" {
-		h.logs = filepath.Join(os.TempDir(), "choreo-trust-logs-"+time.Now().Format("20060102-150405"))
-	}
-	seed := cfg.seed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	h.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	h := &harness{cfg: cfg, tmp: tmp, log: log, out: os.Stdout, logs: rig.LogsDir(cfg.logs, "choreo-trust-logs-")}
+	var seed uint64
+	h.rng, seed = rig.NewRand(cfg.seed)
 	cleanup := func() {
 		kids.KillAll()
 		_ = os.RemoveAll(tmp)
@@ -105,12 +73,12 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 	}()
 
 	if h.demo = cfg.demo; h.demo == "" {
-		if h.demo, err = buildDemo(tmp, log); err != nil {
+		if h.demo, err = rig.BuildDemo(tmp, log); err != nil {
 			log.Errorw("build", "err", err)
 			return 2
 		}
-	} else if st, err := os.Stat(h.demo); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		log.Errorw("-demo is not an executable", "path", h.demo, "err", err)
+	} else if !rig.Executable(h.demo) {
+		log.Errorw("-demo is not an executable", "path", h.demo)
 		return 2
 	}
 	log.Infow("trust", "seed", seed, "experiments", cfg.only, "failed tries' output", h.logs)
@@ -142,37 +110,6 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 		return 1
 	}
 	return 0
-}
-
-// buildDemo builds ./cmd/demo into dir (the harness runs from the
-// repository root, or from anywhere inside it).
-func buildDemo(dir string, log *zap.SugaredLogger) (string, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	exe := filepath.Join(dir, "demo")
-	log.Infow("building the demo", "out", exe)
-	cmd := exec.Command("go", "build", "-o", exe, "./cmd/demo")
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("trust: go build ./cmd/demo: %w", err)
-	}
-	return exe, nil
-}
-
-// moduleRoot is the directory of the go.mod above the working directory.
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("trust: go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("trust: run it inside the choreo module (go env GOMOD is empty)")
-	}
-	return filepath.Dir(mod), nil
 }
 
 // intn is a random int in [0, n).

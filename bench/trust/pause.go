@@ -77,7 +77,7 @@ func (h *harness) pauseTry(n int, tr string, pause time.Duration, tag string) (o
 	if err != nil {
 		return tryOutcome{reason: err.Error()}, 0
 	}
-	defer c.kill()
+	defer c.ranks.Kill()
 	defer func() {
 		if !o.pass && !o.invalid {
 			if p := h.saveLog(tag+".log", c.transcript()); p != "" {
@@ -102,7 +102,7 @@ func (h *harness) pauseTry(n int, tr string, pause time.Duration, tag string) (o
 			return tryOutcome{invalid: true, reason: fmt.Sprintf("rank %d finished during the pause", r)}, 0
 		}
 	}
-	if !c.waitAll(h.cfg.tryTimeout) {
+	if !c.ranks.WaitAll(h.cfg.tryTimeout) {
 		return tryOutcome{reason: fmt.Sprintf("paused rank %d; %s still running %v after the resume", victim, c.stillRunning(), h.cfg.tryTimeout)}, 0
 	}
 	end = time.Since(resumed)
