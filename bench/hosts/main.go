@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,6 +93,7 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 	var seed uint64
 	h.rng, seed = rig.NewRand(cfg.seed)
 	var once sync.Once
+	var interrupted atomic.Bool
 	cleanup := func() {
 		once.Do(func() {
 			kids.Stop()
@@ -111,12 +113,19 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 		if !ok {
 			return
 		}
+		interrupted.Store(true) // before the ranks die: run's own return must say so too
 		log.Warnw("interrupted: killing the ranks, deleting the hosts", "signal", s.String())
 		cleanup()
 		_ = log.Sync()
 		os.Exit(exitStopped)
 	}()
-	return h.runAll(seed)
+	code := h.runAll(seed)
+	if interrupted.Load() {
+		// The experiment ended because the interrupt killed its ranks; the
+		// exit status is the interrupt's, whichever of the two exits first.
+		return exitStopped
+	}
+	return code
 }
 
 // runAll builds the demo, makes the hosts and runs the experiments.
