@@ -76,10 +76,10 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 			env = append(env, "CHOREO_HOST_ID="+h.net.hostname(host)+"-rank"+strconv.Itoa(r))
 		}
 		argv := h.net.onHost(host, append([]string{h.demo, "--verbose", "node"}, spec.args...)...)
-		p, err := startProc(fmt.Sprintf("rank %d (host %d)", r, host), argv, env)
+		p, err := rig.StartProc(kids, fmt.Sprintf("rank %d (host %d)", r, host), argv, env)
 		if err != nil {
 			c.ranks.Kill()
-			return nil, err
+			return nil, fmt.Errorf("hosts: %w", err)
 		}
 		c.ranks = append(c.ranks, p)
 		c.hostOf = append(c.hostOf, host)

@@ -147,7 +147,7 @@ func TestNetworkHostsAndCap(t *testing.T) {
 	}
 	const size = 8 << 20 // at 25 MB/s: at least 0.33 s
 	addr := net.JoinHostPort(n.addr(1), "5001")
-	recv, err := startProc("recv", n.onHost(1, os.Args[0]), []string{helperEnv + "=recv " + addr})
+	recv, err := rig.StartProc(kids, "recv", n.onHost(1, os.Args[0]), []string{helperEnv + "=recv " + addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestNetworkHostsAndCap(t *testing.T) {
 	if _, ok := recv.Await(30*time.Second, func(s string) bool { return s == "listening" }); !ok {
 		t.Fatalf("receiver on host 1: %s", lastLine(recv, 300))
 	}
-	send, err := startProc("send", n.onHost(0, os.Args[0]), []string{helperEnv + "=send " + addr + " " + strconv.Itoa(size)})
+	send, err := rig.StartProc(kids, "send", n.onHost(0, os.Args[0]), []string{helperEnv + "=send " + addr + " " + strconv.Itoa(size)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestInterruptDeletesHosts(t *testing.T) {
 	if err := os.WriteFile(demo, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h, err := startProc("harness", []string{os.Args[0]}, []string{helperEnv + "=harness -demo " + demo + " -only bench -transports tcp -logs " + dir})
+	h, err := rig.StartProc(kids, "harness", []string{os.Args[0]}, []string{helperEnv + "=harness -demo " + demo + " -only bench -transports tcp -logs " + dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,24 +1,10 @@
 package main
 
-import (
-	"fmt"
-
-	"github.com/choreo-gpu/choreo/bench/internal/rig"
-)
+import "github.com/choreo-gpu/choreo/bench/internal/rig"
 
 // kids is the harness's one registry of child processes: stop ends them
 // on the way out (interrupt included), and once stopped no child starts.
 var kids = rig.NewChildren()
-
-// startProc starts argv with env added to the harness's environment, as a
-// registered child.
-func startProc(name string, argv, env []string) (*rig.Proc, error) {
-	p, err := rig.StartProc(kids, name, argv, env)
-	if err != nil {
-		return nil, fmt.Errorf("hosts: %w", err)
-	}
-	return p, nil
-}
 
 // lastLine is p's last output line that is not empty, cut to n bytes, or
 // "(no output)".

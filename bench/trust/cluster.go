@@ -13,6 +13,10 @@ import (
 	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
+// kids is the harness's one registry of child processes; KillAll on the
+// way out ends them all.
+var kids = rig.NewChildren()
+
 // clusterSpec is one cluster of demo ranks on loopback: n processes of
 // `demo node <args>`, over transport, with env added to every rank's
 // environment.
@@ -70,10 +74,10 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 	c := &cluster{spec: spec, hosts: hosts, run: run, started: time.Now()}
 	for r := range spec.n {
 		env := append([]string{"CHOREO_RANK=" + strconv.Itoa(r), "CHOREO_LOCAL_RANK=" + strconv.Itoa(r)}, common...)
-		p, err := startProc(fmt.Sprintf("rank %d", r), append([]string{h.demo, "node"}, spec.args...), env)
+		p, err := rig.StartProc(kids, fmt.Sprintf("rank %d", r), append([]string{h.demo, "node"}, spec.args...), env)
 		if err != nil {
 			c.ranks.Kill()
-			return nil, err
+			return nil, fmt.Errorf("trust: %w", err)
 		}
 		c.ranks = append(c.ranks, p)
 	}

@@ -27,7 +27,7 @@ func (h *harness) busyLoops(n int) (stop func(), err error) {
 		}
 	}
 	for i := range n {
-		p, err := startProc(fmt.Sprintf("busy %d", i), []string{"sh", "-c", "while :; do :; done"}, nil)
+		p, err := rig.StartProc(kids, fmt.Sprintf("busy %d", i), []string{"sh", "-c", "while :; do :; done"}, nil)
 		if err != nil {
 			stop()
 			return nil, err
@@ -79,7 +79,7 @@ func (h *harness) matrixExperiment() bool {
 // SIGINT (it stops its ranks within its grace) and, 15 s later, SIGKILL
 // (its ranks die with it).
 func (h *harness) matrixRun(tr, tag string) (o tryOutcome, took time.Duration) {
-	p, err := startProc("launch", []string{h.demo, "launch", "-n", "4", "check", "matrix"}, []string{"CHOREO_TRANSPORT=" + tr})
+	p, err := rig.StartProc(kids, "launch", []string{h.demo, "launch", "-n", "4", "check", "matrix"}, []string{"CHOREO_TRANSPORT=" + tr})
 	if err != nil {
 		return tryOutcome{reason: err.Error()}, 0
 	}
