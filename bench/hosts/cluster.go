@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,18 +53,7 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 	}
 	hostfile, _ := json.Marshal(addrs) // CHOREO_HOSTFILE takes the list itself
 	h.runs++
-	common := []string{
-		"CHOREO_WORLD_SIZE=" + strconv.Itoa(n),
-		"CHOREO_HOSTFILE=" + string(hostfile),
-		"CHOREO_SECRET=" + rig.RandomHex(32),
-		"CHOREO_RUN=hosts-" + h.net.run + "-" + strconv.Itoa(h.runs),
-	}
-	if spec.transport != "" {
-		common = append(common, "CHOREO_TRANSPORT="+spec.transport)
-	}
-	if os.Getenv("GOMAXPROCS") == "" { // as demo launch shares the processors out
-		common = append(common, "GOMAXPROCS="+strconv.Itoa(max(1, runtime.NumCPU()/n)))
-	}
+	common := rig.WorldEnv(n, string(hostfile), "hosts-"+h.net.run+"-"+strconv.Itoa(h.runs), spec.transport)
 	common = append(append(common, h.cfg.env...), spec.env...)
 	c := &cluster{spec: spec, started: time.Now()}
 	for r := range n {

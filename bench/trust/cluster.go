@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -59,17 +58,8 @@ func (h *harness) startCluster(spec clusterSpec) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trust: hostfile: %w", err)
 	}
-	secret, run := rig.RandomHex(32), "trust-"+rig.RandomHex(8)
-	common := []string{
-		"CHOREO_WORLD_SIZE=" + strconv.Itoa(spec.n),
-		"CHOREO_HOSTFILE=" + hf.Name(),
-		"CHOREO_SECRET=" + secret,
-		"CHOREO_RUN=" + run,
-		"CHOREO_TRANSPORT=" + spec.transport,
-	}
-	if os.Getenv("GOMAXPROCS") == "" { // as demo launch shares the processors out
-		common = append(common, "GOMAXPROCS="+strconv.Itoa(max(1, runtime.NumCPU()/spec.n)))
-	}
+	run := "trust-" + rig.RandomHex(8)
+	common := rig.WorldEnv(spec.n, hf.Name(), run, spec.transport)
 	common = append(common, spec.env...)
 	c := &cluster{spec: spec, hosts: hosts, run: run, started: time.Now()}
 	for r := range spec.n {
