@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // benchRow is one row of `demo node bench`'s table, as rank 0 prints it:
@@ -68,7 +66,7 @@ func (h *harness) benchExperiment() (bool, error) {
 	cfg := h.cfg
 	cols := append([]string{"op", "size", "hosts x ranks", "rate"}, cfg.variantCols()...)
 	cols = append(cols, "joined with", "p50", "busbw GB/s", "busbw at p50 GB/s", "time (batch)", "link cap GB/s", "#wrong")
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("bench: `demo node bench --ops %s --sizes %s`, %d hosts (rank 0's rows; busbw as nccl-tests, from the batch time)",
+	t := h.rep.Table(fmt.Sprintf("bench: `demo node bench --ops %s --sizes %s`, %d hosts (rank 0's rows; busbw as nccl-tests, from the batch time)",
 		cfg.ops, cfg.sizes, cfg.hosts), cols...)
 	groups, ok := 0, 0
 	var res benchResults
@@ -101,7 +99,7 @@ func (h *harness) benchExperiment() (bool, error) {
 			}
 		}
 	}
-	h.summarize("bench: %d of %d groups finished with every element exact", ok, groups)
+	h.rep.Summarize("bench: %d of %d groups finished with every element exact", ok, groups)
 	if len(cfg.topologies) == 2 {
 		h.compareTopologies(res)
 	}

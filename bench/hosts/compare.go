@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"strconv"
-
-	"github.com/choreo-gpu/choreo/bench/internal/rig"
 )
 
 // benchKey is a bench row's place, but for its topology.
@@ -48,7 +46,7 @@ func (h *harness) compareTopologies(res benchResults) {
 		cols = append(cols, cfg.algoEnv)
 	}
 	cols = append(cols, "busbw flat GB/s", "busbw hosts GB/s", "hosts / flat busbw", "p50 flat", "p50 hosts")
-	t := rig.NewTable(h.out, &h.outMu, "hosts against flat: the same groups and links, the ranks seeing their hosts or one host per rank", cols...)
+	t := h.rep.Table("hosts against flat: the same groups and links, the ranks seeing their hosts or one host per rank", cols...)
 	for _, k := range res.keys {
 		flat, okF := res.rows[k][true]
 		hosts, okH := res.rows[k][false]

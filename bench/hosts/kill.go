@@ -37,7 +37,7 @@ func (h *harness) killExperiment() (bool, error) {
 	if err := h.net.setRate(r, cfg.burst); err != nil {
 		return false, err
 	}
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("kill: a rank on each host in turn SIGKILLed in a %s all-reduce soak at %s (pass: every survivor ErrPeerLost within %v)",
+	t := h.rep.Table(fmt.Sprintf("kill: a rank on each host in turn SIGKILLed in a %s all-reduce soak at %s (pass: every survivor ErrPeerLost within %v)",
 		cfg.killSize, r, cfg.killWithin),
 		append(append([]string{"hosts x ranks"}, cfg.variantCols()...), "joined with", "tries", "passed", "victims (rank@host)", "detection p50", "detection max", "survivors' exit max", "failures")...)
 	total, passed := 0, 0
@@ -67,7 +67,7 @@ func (h *harness) killExperiment() (bool, error) {
 			passed += ok
 		}
 	}
-	h.summarize("kill: %d of %d tries passed (every survivor ErrPeerLost within %v)", passed, total, cfg.killWithin)
+	h.rep.Summarize("kill: %d of %d tries passed (every survivor ErrPeerLost within %v)", passed, total, cfg.killWithin)
 	return passed == total, nil
 }
 

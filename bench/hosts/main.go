@@ -25,7 +25,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -50,19 +49,17 @@ const (
 
 // harness is one invocation: its configuration, the network of hosts,
 // the demo it runs, its scratch and log directories, the progress logger
-// (stderr), the tables' writer (stdout) and the summary lines.
+// (stderr) and the report (the tables, then the summary, on stdout).
 type harness struct {
-	cfg     *config
-	net     *network
-	demo    string
-	tmp     string
-	logs    string
-	log     *zap.SugaredLogger
-	out     io.Writer
-	outMu   sync.Mutex
-	rng     *rand.Rand
-	runs    int // groups started, for CHOREO_RUN
-	summary []string
+	cfg  *config
+	net  *network
+	demo string
+	tmp  string
+	logs string
+	log  *zap.SugaredLogger
+	rep  *rig.Report
+	rng  *rand.Rand
+	runs int // groups started, for CHOREO_RUN
 }
 
 func main() { rig.Main(parseConfig, run, exitCannot) }
@@ -88,7 +85,7 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 	}
 	// The network exists (empty) before the signal handler: an interrupt
 	// during its setup deletes what the setup made.
-	h := &harness{cfg: cfg, tmp: tmp, log: log, out: os.Stdout, logs: rig.LogsDir(cfg.logs, "choreo-hosts-logs-"),
+	h := &harness{cfg: cfg, tmp: tmp, log: log, rep: rig.NewReport(os.Stdout), logs: rig.LogsDir(cfg.logs, "choreo-hosts-logs-"),
 		net: newNetwork(rig.RandomHex(3), cfg.hosts, log)}
 	var seed uint64
 	h.rng, seed = rig.NewRand(cfg.seed)
@@ -165,12 +162,7 @@ func (h *harness) runAll(seed uint64) int {
 		}
 		missed = missed || !ok
 	}
-	h.outMu.Lock()
-	fmt.Fprintf(h.out, "\n### Summary (%d hosts, seed %d, %s)\n\n", cfg.hosts, seed, time.Since(t0).Round(time.Second))
-	for _, s := range h.summary {
-		fmt.Fprintf(h.out, "- %s\n", s)
-	}
-	h.outMu.Unlock()
+	h.rep.WriteSummary(fmt.Sprintf("Summary (%d hosts, seed %d, %s)", cfg.hosts, seed, time.Since(t0).Round(time.Second)), "")
 	if missed {
 		return exitMissed
 	}
@@ -189,11 +181,6 @@ func (h *harness) waitChildren(d time.Duration) {
 
 // intn is a random int in [0, n).
 func (h *harness) intn(n int) int { return h.rng.IntN(n) }
-
-// summarize adds a line to the summary.
-func (h *harness) summarize(format string, args ...any) {
-	h.summary = append(h.summary, fmt.Sprintf(format, args...))
-}
 
 // saveLog writes text to the log directory as name and returns its path
 // ("" when it could not be written; the reason is logged).

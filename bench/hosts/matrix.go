@@ -23,7 +23,7 @@ func (h *harness) matrixExperiment() (bool, error) {
 	if err := h.net.setRate(r, cfg.burst); err != nil {
 		return false, err
 	}
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("matrix: `demo node check matrix` at %s (pass: every rank exits 0, every step exact)", r),
+	t := h.rep.Table(fmt.Sprintf("matrix: `demo node check matrix` at %s (pass: every rank exits 0, every step exact)", r),
 		append(append([]string{"hosts x ranks"}, cfg.variantCols()...), "joined with", "steps ok (each rank)", "steps failed", "time", "result")...)
 	groups, passed := 0, 0
 	for _, per := range cfg.perHost {
@@ -42,7 +42,7 @@ func (h *harness) matrixExperiment() (bool, error) {
 			h.log.Infow("matrix", "hosts", cfg.hosts, "per host", per, "variant", v.tag(), "result", result)
 		}
 	}
-	h.summarize("matrix: %d of %d groups passed every step", passed, groups)
+	h.rep.Summarize("matrix: %d of %d groups passed every step", passed, groups)
 	return passed == groups, nil
 }
 

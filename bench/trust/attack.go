@@ -30,7 +30,7 @@ type attackRun struct {
 // measured while forming) to outlast it.
 func (h *harness) attacks(perIter time.Duration) bool {
 	cfg := h.cfg
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("strangers on a running cluster: rank %d's control port, 4 ranks over %s (target: RSS growth < 64 MiB, fds back to baseline 5 s after, the run completes)", cfg.attackRank, cfg.transports[0]),
+	t := h.rep.Table(fmt.Sprintf("strangers on a running cluster: rank %d's control port, 4 ranks over %s (target: RSS growth < 64 MiB, fds back to baseline 5 s after, the run completes)", cfg.attackRank, cfg.transports[0]),
 		"attack", "held", "server side", "RSS before", "RSS peak during", "RSS 5 s after", "fds before", "fds peak during", "fds 5 s after", "run completed")
 	if perIter <= 0 {
 		perIter = 20 * time.Millisecond
@@ -148,7 +148,7 @@ func (h *harness) attackTry(a attackRun, iters int) ([]string, bool) {
 	if growth >= 64<<20 || after.fds > before.fds+fdSlack || after.rss < 0 {
 		ok = false
 	}
-	h.summarize("%s on rank %d: RSS %s -> peak %s -> %s after 5 s; fds %d -> peak %d -> %d; run completed: %s",
+	h.rep.Summarize("%s on rank %d: RSS %s -> peak %s -> %s after 5 s; fds %d -> peak %d -> %d; run completed: %s",
 		a.name, cfg.attackRank, rig.MiB(before.rss), rig.MiB(peak.rss), rig.MiB(after.rss), before.fds, peak.fds, after.fds, completed)
 	return []string{a.name, held, server, rig.MiB(before.rss), rig.MiB(peak.rss), rig.MiB(after.rss),
 		strconv.Itoa(before.fds), strconv.Itoa(peak.fds), strconv.Itoa(after.fds), completed}, ok

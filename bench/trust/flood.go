@@ -47,7 +47,7 @@ func (h *harness) floodExperiment() bool {
 // all-reduce (for sizing the attack runs; 0 when none was measured).
 func (h *harness) formation() (bool, time.Duration) {
 	cfg := h.cfg
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("flood while forming: 4 ranks, `demo node check soak --size 1MiB --iters %d`, with and without %d silent connections per listener (pass: forms, completes; target: flooded formation within 2x the unflooded)", formationIters, cfg.floodConns),
+	t := h.rep.Table(fmt.Sprintf("flood while forming: 4 ranks, `demo node check soak --size 1MiB --iters %d`, with and without %d silent connections per listener (pass: forms, completes; target: flooded formation within 2x the unflooded)", formationIters, cfg.floodConns),
 		"transport", "flood", "tries", "formed and completed", "formation p50", "formation max", "vs unflooded p50", "listeners flooded", "flood dials", "failures")
 	allOK := true
 	var perIters durations
@@ -80,7 +80,7 @@ func (h *harness) formation() (bool, time.Duration) {
 			if flooded && len(base) > 0 && len(form) > 0 {
 				ratio := form.quantile(0.5).Seconds() / base.quantile(0.5).Seconds()
 				vs = fmt.Sprintf("%.2fx", ratio)
-				h.summarize("flood while forming (%s): flooded formation p50 %s = %s of the unflooded %s (target: at most 2x)", tr, rig.Secs(form.quantile(0.5)), vs, rig.Secs(base.quantile(0.5)))
+				h.rep.Summarize("flood while forming (%s): flooded formation p50 %s = %s of the unflooded %s (target: at most 2x)", tr, rig.Secs(form.quantile(0.5)), vs, rig.Secs(base.quantile(0.5)))
 				if ratio > 2 {
 					allOK = false
 				}
@@ -95,7 +95,7 @@ func (h *harness) formation() (bool, time.Duration) {
 			t.Row(tr, label, strconv.Itoa(cfg.floodTries), strconv.Itoa(ok), rig.Secs(form.quantile(0.5)), rig.Secs(form.max()), vs, fl, dl, fails.String())
 			if ok < cfg.floodTries {
 				allOK = false
-				h.summarize("flood while forming (%s, flood %s): %d of %d runs formed and completed", tr, label, ok, cfg.floodTries)
+				h.rep.Summarize("flood while forming (%s, flood %s): %d of %d runs formed and completed", tr, label, ok, cfg.floodTries)
 			}
 		}
 	}

@@ -22,7 +22,7 @@ func soakArgs(size, iters int) []string {
 // FAIL ErrPeerLost" line) within the bound.
 func (h *harness) killExperiment() bool {
 	cfg := h.cfg
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("kill: a random rank SIGKILLed in a 64 MiB all-reduce soak (pass: every survivor ErrPeerLost within %v)", cfg.killWithin),
+	t := h.rep.Table(fmt.Sprintf("kill: a random rank SIGKILLed in a 64 MiB all-reduce soak (pass: every survivor ErrPeerLost within %v)", cfg.killWithin),
 		"ranks", "transport", "tries", "passed", "detection p50", "detection max", "survivors' exit max", "failures")
 	total, passed := 0, 0
 	for _, n := range cfg.ranks {
@@ -47,7 +47,7 @@ func (h *harness) killExperiment() bool {
 			passed += ok
 		}
 	}
-	h.summarize("kill: %d of %d tries passed (target: all, every survivor ErrPeerLost within %v)", passed, total, cfg.killWithin)
+	h.rep.Summarize("kill: %d of %d tries passed (target: all, every survivor ErrPeerLost within %v)", passed, total, cfg.killWithin)
 	return passed == total
 }
 

@@ -17,7 +17,7 @@ import (
 // fail by itself within the peer timeout + 5 s).
 func (h *harness) longPauseExperiment() bool {
 	cfg := h.cfg
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("long pause: a random rank SIGSTOPped for %v with CHOREO_PEER_TIMEOUT=%v (pass: every other rank ErrPeerLost within %v of the pause start)",
+	t := h.rep.Table(fmt.Sprintf("long pause: a random rank SIGSTOPped for %v with CHOREO_PEER_TIMEOUT=%v (pass: every other rank ErrPeerLost within %v of the pause start)",
 		cfg.longPause, cfg.peerTimeout, cfg.detectWithin),
 		"ranks", "transport", "tries", "passed", "detection min", "detection max", "others' exit max", "paused rank after SIGCONT", "failures")
 	total, passed := 0, 0
@@ -51,7 +51,7 @@ func (h *harness) longPauseExperiment() bool {
 			passed += ok
 		}
 	}
-	h.summarize("long pause: %d of %d valid tries passed (target: all, every other rank ErrPeerLost within %v)", passed, total, cfg.detectWithin)
+	h.rep.Summarize("long pause: %d of %d valid tries passed (target: all, every other rank ErrPeerLost within %v)", passed, total, cfg.detectWithin)
 	return passed == total
 }
 

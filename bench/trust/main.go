@@ -14,7 +14,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -29,19 +28,16 @@ import (
 
 // harness is one invocation: the demo it runs, its scratch directory, the
 // directory that keeps failed tries' output, its logger (progress on
-// stderr), the tables' writer (stdout) and the summary lines gathered as
-// experiments end.
+// stderr) and its report (the tables, then the summary, on stdout).
 type harness struct {
-	cfg     *config
-	demo    string
-	tmp     string
-	logs    string
-	log     *zap.SugaredLogger
-	out     io.Writer
-	outMu   sync.Mutex
-	rng     *rand.Rand
-	rngMu   sync.Mutex
-	summary []string
+	cfg   *config
+	demo  string
+	tmp   string
+	logs  string
+	log   *zap.SugaredLogger
+	rep   *rig.Report
+	rng   *rand.Rand
+	rngMu sync.Mutex
 }
 
 func main() { rig.Main(parseConfig, run, 2) }
@@ -54,7 +50,7 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 		log.Errorw("scratch directory", "err", err)
 		return 2
 	}
-	h := &harness{cfg: cfg, tmp: tmp, log: log, out: os.Stdout, logs: rig.LogsDir(cfg.logs, "choreo-trust-logs-")}
+	h := &harness{cfg: cfg, tmp: tmp, log: log, rep: rig.NewReport(os.Stdout), logs: rig.LogsDir(cfg.logs, "choreo-trust-logs-")}
 	var seed uint64
 	h.rng, seed = rig.NewRand(cfg.seed)
 	cleanup := func() {
@@ -97,15 +93,11 @@ func run(cfg *config, log *zap.SugaredLogger) int {
 			}
 		}
 	}
-	h.outMu.Lock()
-	fmt.Fprintf(h.out, "\n### Summary (seed %d, %s)\n\n", seed, time.Since(t0).Round(time.Second))
-	for _, s := range h.summary {
-		fmt.Fprintf(h.out, "- %s\n", s)
-	}
+	after := ""
 	if _, err := os.Stat(h.logs); err == nil {
-		fmt.Fprintf(h.out, "\nFailed tries' output: %s\n", h.logs)
+		after = fmt.Sprintf("\nFailed tries' output: %s\n", h.logs)
 	}
-	h.outMu.Unlock()
+	h.rep.WriteSummary(fmt.Sprintf("Summary (seed %d, %s)", seed, time.Since(t0).Round(time.Second)), after)
 	if failed {
 		return 1
 	}
@@ -117,9 +109,4 @@ func (h *harness) intn(n int) int {
 	h.rngMu.Lock()
 	defer h.rngMu.Unlock()
 	return h.rng.IntN(n)
-}
-
-// summarize adds a line to the summary.
-func (h *harness) summarize(format string, args ...any) {
-	h.summary = append(h.summary, fmt.Sprintf(format, args...))
 }

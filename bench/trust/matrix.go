@@ -42,12 +42,12 @@ func (h *harness) busyLoops(n int) (stop func(), err error) {
 // last line says ok>0, failed=0, live-fences=0.
 func (h *harness) matrixExperiment() bool {
 	cfg := h.cfg
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("matrix under load: `demo launch -n 4 check matrix` beside %d busy CPU loops (pass: exit 0, every rank failed=0 live-fences=0)", cfg.busyLoops),
+	t := h.rep.Table(fmt.Sprintf("matrix under load: `demo launch -n 4 check matrix` beside %d busy CPU loops (pass: exit 0, every rank failed=0 live-fences=0)", cfg.busyLoops),
 		"transport", "runs", "failed", "run p50", "run max", "failures")
 	stop, err := h.busyLoops(cfg.busyLoops)
 	if err != nil {
 		h.log.Errorw("busy loops", "err", err)
-		h.summarize("matrix: not run: %v", err)
+		h.rep.Summarize("matrix: not run: %v", err)
 		return false
 	}
 	defer stop()
@@ -71,7 +71,7 @@ func (h *harness) matrixExperiment() bool {
 		total += cfg.matrixRuns
 		failedAll += failed
 	}
-	h.summarize("matrix: %d of %d runs failed beside %d busy loops (target: 0)", failedAll, total, cfg.busyLoops)
+	h.rep.Summarize("matrix: %d of %d runs failed beside %d busy loops (target: 0)", failedAll, total, cfg.busyLoops)
 	return failedAll == 0
 }
 

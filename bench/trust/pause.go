@@ -36,7 +36,7 @@ type tryOutcome struct {
 // (SIGSTOP) for a pause and continued (SIGCONT); a try passes when every
 // rank exits 0 with its checks passed.
 func (h *harness) pauseExperiment() bool {
-	t := rig.NewTable(h.out, &h.outMu, fmt.Sprintf("pause: a random rank SIGSTOPped for the pause, then SIGCONTed, in `demo node run --steps %d --size 1MiB` (pass: every rank exits 0, checks passed)", h.cfg.steps),
+	t := h.rep.Table(fmt.Sprintf("pause: a random rank SIGSTOPped for the pause, then SIGCONTed, in `demo node run --steps %d --size 1MiB` (pass: every rank exits 0, checks passed)", h.cfg.steps),
 		"ranks", "transport", "pause", "tries", "passed", "failed", "invalid", "resume to end p50", "resume to end max", "failures")
 	total, passed := 0, 0
 	for _, n := range h.cfg.ranks {
@@ -66,7 +66,7 @@ func (h *harness) pauseExperiment() bool {
 			}
 		}
 	}
-	h.summarize("pause: %d of %d valid tries passed (target: all)", passed, total)
+	h.rep.Summarize("pause: %d of %d valid tries passed (target: all)", passed, total)
 	return passed == total
 }
 
