@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -47,8 +46,7 @@ type config struct {
 // parseConfig reads args.
 func parseConfig(args []string) (*config, error) {
 	c := &config{}
-	fs := flag.NewFlagSet("hosts", flag.ContinueOnError)
-	only := fs.String("only", strings.Join(experiments, ","), "experiments to run, comma-separated: "+strings.Join(experiments, ", "))
+	fs, common := rig.NewFlagSet("hosts", experiments, "", "failed groups", "the kill experiment's random choices")
 	fs.IntVar(&c.hosts, "hosts", 2, "hosts (network namespaces)")
 	perHost := fs.String("ranks", "2", "ranks per host, comma-separated: each count is a group of hosts x count ranks")
 	rates := fs.String("rates", "10gbit", "link rates, comma-separated (tc's spelling: 10gbit, 25gbit, 500mbit; off: no cap); bench runs at each, matrix and kill at the first")
@@ -66,10 +64,7 @@ func parseConfig(args []string) (*config, error) {
 	fs.DurationVar(&c.burst, "burst", time.Millisecond, "the shaper's token bucket, in time at the rate (tbf burst = rate x this, at least 256 KiB)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound on one group's run")
 	fs.StringVar(&c.backend, "backend", "sim", "the ranks' GPU backend (demo's --backend)")
-	fs.StringVar(&c.demo, "demo", "", "a demo executable to use instead of building ./cmd/demo")
-	fs.StringVar(&c.logs, "logs", "", "directory for the output of failed groups (default: a new one under the temporary directory)")
 	fs.BoolVar(&c.clean, "clean", false, "delete the namespaces an earlier, killed run left (no process in them), then exit")
-	fs.Uint64Var(&c.seed, "seed", 0, "seed of the kill experiment's random choices; 0: from the clock")
 
 	fs.StringVar(&c.ops, "ops", "allreduce", "bench: ops (demo bench's --ops)")
 	fs.StringVar(&c.sizes, "sizes", "1MiB,64MiB", "bench: bytes per rank (demo bench's --sizes)")
@@ -84,7 +79,8 @@ func parseConfig(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("hosts: unexpected arguments %q", fs.Args())
 	}
-	if err := c.read(*only, *perHost, *rates, *transports, *algos); err != nil {
+	c.demo, c.logs, c.seed = common.Demo, common.Logs, common.Seed
+	if err := c.read(common.Only, *perHost, *rates, *transports, *algos); err != nil {
 		return nil, err
 	}
 	var err error

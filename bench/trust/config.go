@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -62,14 +61,10 @@ type config struct {
 // parseConfig reads args.
 func parseConfig(args []string) (*config, error) {
 	c := &config{}
-	fs := flag.NewFlagSet("trust", flag.ContinueOnError)
-	only := fs.String("only", strings.Join(experiments, ","), "experiments to run, comma-separated: "+strings.Join(experiments, ", ")+
-		" (or the flood's parts alone: "+strings.Join(floodParts, ", ")+")")
+	fs, common := rig.NewFlagSet("trust", experiments, " (or the flood's parts alone: "+strings.Join(floodParts, ", ")+")",
+		"failed tries", "the random choices (victim ranks, kill moments)")
 	ranks := fs.String("ranks", "3,4", "rank counts of the pause, long-pause and kill experiments")
 	transports := fs.String("transports", "tcp,shm", "data planes (CHOREO_TRANSPORT) of the pause, long-pause and kill experiments; the first is the flood attacks'")
-	fs.StringVar(&c.demo, "demo", "", "a demo executable to use instead of building ./cmd/demo")
-	fs.StringVar(&c.logs, "logs", "", "directory for the output of failed tries (default: a new one under the temporary directory)")
-	fs.Uint64Var(&c.seed, "seed", 0, "seed of the random choices (victim ranks, kill moments); 0: from the clock")
 	fs.DurationVar(&c.tryTimeout, "try-timeout", 3*time.Minute, "bound on one try's run after its disturbance")
 
 	fs.IntVar(&c.tries, "tries", 10, "pause: tries per cell")
@@ -102,8 +97,9 @@ func parseConfig(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("trust: unexpected arguments %q", fs.Args())
 	}
+	c.demo, c.logs, c.seed = common.Demo, common.Logs, common.Seed
 	var err error
-	if c.only, err = rig.Names(*only, append(slices.Clone(experiments), floodParts...)); err != nil {
+	if c.only, err = rig.Names(common.Only, append(slices.Clone(experiments), floodParts...)); err != nil {
 		return nil, fmt.Errorf("trust: %w", err)
 	}
 	if c.transports, err = rig.Names(*transports, []string{"tcp", "shm", "auto"}); err != nil {
