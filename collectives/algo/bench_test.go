@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/choreo-gpu/choreo/collectives/transport"
 	"slices"
 	"testing"
 	"time"
@@ -61,15 +62,26 @@ func benchAllReduce(b *testing.B, cfg config, n, size int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	timeRanks(b, ts, size, 2*float64(n-1)/float64(n), 2, func(tr transport.Transport, r int, seq uint64) error {
+		d := algo.Desc{Group: 1, Seq: seq, DType: gpu.Float32, Count: count, Op: reduce.Sum}
+		return algo.AllReduce(ctx, tr, d, ins[r], outs[r], cfg.opts...)
+	})
+}
+
+// timeRanks runs one op (each call one rank's part of it, under sequence
+// number seq) on every rank of ts at once, in a goroutine per rank: warm
+// ops first, then b.N timed ones; it reports algbw (size bytes per rank),
+// busbw (algbw x bus) in GB/s and the time per op.
+func timeRanks(b *testing.B, ts []transport.Transport, size int, bus float64, warm int,
+	one func(tr transport.Transport, r int, seq uint64) error) {
 	run := func(seq0, iters int) time.Duration {
-		errc := make(chan error, n)
+		errc := make(chan error, len(ts))
 		start := make(chan struct{})
 		for r, tr := range ts {
 			go func() {
 				<-start
 				for i := 0; i < iters; i++ {
-					d := algo.Desc{Group: 1, Seq: uint64(seq0 + i), DType: gpu.Float32, Count: count, Op: reduce.Sum}
-					if err := algo.AllReduce(ctx, tr, d, ins[r], outs[r], cfg.opts...); err != nil {
+					if err := one(tr, r, uint64(seq0+i)); err != nil {
 						errc <- err
 						return
 					}
@@ -86,14 +98,14 @@ func benchAllReduce(b *testing.B, cfg config, n, size int) {
 		}
 		return time.Since(t0)
 	}
-	run(1<<40, 2)
+	run(1<<40, warm)
 	b.ResetTimer()
 	el := run(0, b.N)
 	b.StopTimer()
 	per := el.Seconds() / float64(b.N)
 	alg := float64(size) / per / 1e9
 	b.ReportMetric(alg, "algbw_GB/s")
-	b.ReportMetric(alg*2*float64(n-1)/float64(n), "busbw_GB/s")
+	b.ReportMetric(alg*bus, "busbw_GB/s")
 	b.ReportMetric(per*1e6, "us/op")
 }
 

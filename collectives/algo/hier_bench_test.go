@@ -145,39 +145,7 @@ func benchHier(b *testing.B, kind algo.Kind, hosts []string, link string, size i
 		}
 		return algo.Broadcast(ctx, tr, d, outs[r], opts...)
 	}
-	run := func(seq0, iters int) time.Duration {
-		errc := make(chan error, n)
-		start := make(chan struct{})
-		for r, tr := range ts {
-			go func() {
-				<-start
-				for i := 0; i < iters; i++ {
-					if err := one(tr, r, uint64(seq0+i)); err != nil {
-						errc <- err
-						return
-					}
-				}
-				errc <- nil
-			}()
-		}
-		t0 := time.Now()
-		close(start)
-		for range ts {
-			if err := <-errc; err != nil {
-				b.Fatal(err)
-			}
-		}
-		return time.Since(t0)
-	}
-	run(1<<40, 1)
-	b.ResetTimer()
-	el := run(0, b.N)
-	b.StopTimer()
-	per := el.Seconds() / float64(b.N)
-	alg := float64(size) / per / 1e9
-	b.ReportMetric(alg, "algbw_GB/s")
-	b.ReportMetric(alg*busFactor(kind, n), "busbw_GB/s")
-	b.ReportMetric(per*1e6, "us/op")
+	timeRanks(b, ts, size, busFactor(kind, n), 1, one)
 }
 
 var benchLayouts = []layout{
