@@ -56,8 +56,9 @@ func TestLoseKeepsEagerMessages(t *testing.T) {
 }
 
 // TestLosePeer: a peer declared lost by the caller fails the operations
-// with it at once, wrapping the cause; what arrived whole stays
-// receivable; the other peers are untouched.
+// with it at once, and later Sends to it, wrapping the cause; what arrived
+// whole stays receivable; a second LosePeer, one of the rank itself or of
+// an unknown rank is ignored; the other peers are untouched.
 func TestLosePeer(t *testing.T) {
 	g := newGroup(t, 3, transporttest.PipeConfig{}, msg.Config{})
 	ctx := ctxOf(t, transporttest.Long)
@@ -75,9 +76,15 @@ func TestLosePeer(t *testing.T) {
 	cause := errors.New("its process died")
 	g.eps[1].LosePeer(0, cause)
 	err := transporttest.Await(t, waiting, transporttest.Prompt, "Recv")
-	if !errors.Is(err, transport.ErrPeerLost) || !strings.Contains(err.Error(), cause.Error()) {
-		t.Fatalf("Recv: %v; want ErrPeerLost for the cause", err)
+	if !errors.Is(err, transport.ErrPeerLost) || !errors.Is(err, cause) {
+		t.Fatalf("Recv: %v; want ErrPeerLost wrapping the cause", err)
 	}
+	if err := g.eps[1].Send(ctx, 0, tagOf(7, 5), []byte{1}); !errors.Is(err, transport.ErrPeerLost) || !errors.Is(err, cause) {
+		t.Fatalf("Send after the loss: %v; want ErrPeerLost wrapping the cause", err)
+	}
+	g.eps[1].LosePeer(0, nil) // already lost: ignored
+	g.eps[1].LosePeer(1, nil) // itself: ignored
+	g.eps[1].LosePeer(9, nil) // unknown: ignored
 	got := make([]byte, 1)
 	if err := g.eps[1].Recv(ctx, 0, tagOf(7, 1), got); err != nil || got[0] != 7 {
 		t.Fatalf("the message that arrived before: %v", err)
