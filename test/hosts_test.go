@@ -85,3 +85,38 @@ func TestTwoHostsKill(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoHostsPausedRankKept: the twin of TestTwoHostsKill. A rank on
+// either host stopped for 3 s (SIGSTOP, then SIGCONT) in the middle of the
+// soak is alive: no survivor declares it lost, and every rank finishes
+// its soak correctly.
+func TestTwoHostsPausedRankKept(t *testing.T) {
+	for _, victim := range []int{1, 2} {
+		t.Run(fmt.Sprintf("rank%d", victim), func(t *testing.T) {
+			ranks := twoHosts(t, "check", "soak", "--size", "64KiB", "--iters", "3000")
+			for _, k := range ranks {
+				if _, ok := k.await(2*time.Minute, "SOAK 1"); !ok {
+					t.Fatalf("rank %d never got going:\n%s", k.r, k.text())
+				}
+			}
+			pid := ranks[victim].cmd.Process.Pid
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * time.Second)
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			resumed := time.Now()
+			for _, k := range ranks {
+				finishedOK(t, k)
+				if l, ok := k.awaitText(0, "CHECK soak"); !ok || l.at.Before(resumed) {
+					t.Fatalf("rank %d's soak ended before the pause did (the test proves nothing):\n%s", k.r, k.text())
+				}
+				if strings.Contains(k.text(), "ErrPeerLost") {
+					t.Fatalf("rank %d declared a paused rank lost:\n%s", k.r, k.text())
+				}
+			}
+		})
+	}
+}
