@@ -128,7 +128,8 @@ func groupAsk(roster cluster.Roster) (string, error) {
 type linkPlan struct {
 	peers map[string][]int
 	kinds string
-	by    []string // by rank: the carrier of the pair, "self" at rank
+	by    []string            // by rank: the carrier of the pair, "self" at rank
+	addrs map[string][]string // by carrier: every rank's address, by rank
 }
 
 // String lists each peer's carrier: "0:self 1:shm 2:tcp".
@@ -149,16 +150,20 @@ func planLinks(roster cluster.Roster, rank int) (linkPlan, error) {
 		return linkPlan{}, err
 	}
 	sides := make([]msg.Side, len(roster.Members))
+	plan := linkPlan{peers: map[string][]int{}, by: make([]string, len(sides)), addrs: map[string][]string{}}
 	for i, m := range roster.Members {
 		addrs := carrierAddrs(m.Data)
 		names := make([]string, 0, len(addrs))
-		for n := range addrs {
+		for n, a := range addrs {
 			names = append(names, n)
+			if plan.addrs[n] == nil {
+				plan.addrs[n] = make([]string, len(roster.Members))
+			}
+			plan.addrs[n][i] = a
 		}
 		sort.Strings(names)
 		sides[i] = msg.Side{Rank: m.Rank, Host: m.Host, Carriers: names, Asked: ask}
 	}
-	plan := linkPlan{peers: map[string][]int{}, by: make([]string, len(sides))}
 	plan.by[rank] = "self"
 	for i := range sides {
 		for j := i + 1; j < len(sides); j++ {
@@ -206,10 +211,7 @@ func connectLinks(ctx context.Context, r *readied, plan linkPlan, roster cluster
 		}
 		s := base
 		s.Peers = peers
-		s.Addrs = make([]string, len(roster.Members))
-		for i, m := range roster.Members {
-			s.Addrs[i] = carrierAddrs(m.Data)[name]
-		}
+		s.Addrs = plan.addrs[name]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
