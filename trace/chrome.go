@@ -11,10 +11,13 @@ import (
 
 // File is a trace in the Chrome trace event format (the JSON object form).
 // OtherData carries the part's epoch and clock offset, which Merge reads.
+//
+// OtherData is written first, so that a part cut short while it was being
+// written (its process killed) still carries its time base.
 type File struct {
-	TraceEvents     []ChromeEvent  `json:"traceEvents"`
-	DisplayTimeUnit string         `json:"displayTimeUnit,omitempty"`
 	OtherData       map[string]any `json:"otherData,omitempty"`
+	DisplayTimeUnit string         `json:"displayTimeUnit,omitempty"`
+	TraceEvents     []ChromeEvent  `json:"traceEvents"`
 }
 
 // ChromeEvent is one event of the Chrome trace event format: ph is the
@@ -170,15 +173,29 @@ func durOf(e ChromeEvent) float64 {
 	return *e.Dur
 }
 
-// args is an event's details, as the viewers show them.
+// maxExact is the largest integer a JSON reader that holds numbers as
+// float64 (JavaScript's viewers, Python's json) reads exactly: 2^53.
+const maxExact = 1 << 53
+
+// exact is v as a JSON number where every reader reads it exactly, else
+// as its decimal string.
+func exact(v uint64) any {
+	if v <= maxExact {
+		return v
+	}
+	return strconv.FormatUint(v, 10)
+}
+
+// args is an event's details, as the viewers show them. A group id is a
+// decimal string (64-bit ids are random: a float64 would round them).
 func args(e Event) map[string]any {
 	a := map[string]any{}
 	if e.Fence != 0 {
-		a["fence"] = e.Fence
+		a["fence"] = exact(e.Fence)
 		a["value"] = e.Value
 	}
 	if e.Group != 0 || e.Seq != 0 {
-		a["group"], a["seq"] = e.Group, e.Seq
+		a["group"], a["seq"] = strconv.FormatUint(e.Group, 10), exact(e.Seq)
 	}
 	if e.Cat == "transport" {
 		a["peer"] = e.Peer
@@ -205,64 +222,4 @@ func args(e Event) map[string]any {
 		return nil
 	}
 	return a
-}
-
-// ReadFile decodes a Chrome trace in the object form.
-func ReadFile(r io.Reader) (*File, error) {
-	var f File
-	if err := json.NewDecoder(r).Decode(&f); err != nil {
-		return nil, fmt.Errorf("trace: read: %w", err)
-	}
-	return &f, nil
-}
-
-// Merge joins the parts the ranks of a cluster wrote into one trace: each
-// part's timestamps are shifted onto a common time base, its epoch less
-// its clock offset, the earliest part starting at 0.
-func Merge(parts ...*File) (*File, error) {
-	type base struct{ epoch, offset int64 }
-	bases := make([]base, len(parts))
-	var lo int64
-	for i, p := range parts {
-		ep, err := otherInt(p, otherEpoch)
-		if err != nil {
-			return nil, fmt.Errorf("trace: merge part %d: %w", i, err)
-		}
-		off, err := otherInt(p, otherOffset)
-		if err != nil {
-			return nil, fmt.Errorf("trace: merge part %d: %w", i, err)
-		}
-		bases[i] = base{ep, off}
-		if i == 0 || ep-off < lo {
-			lo = ep - off
-		}
-	}
-	m := &File{DisplayTimeUnit: "ns", TraceEvents: []ChromeEvent{},
-		OtherData: map[string]any{otherEpoch: strconv.FormatInt(lo, 10), otherOffset: "0"}}
-	for i, p := range parts {
-		shift := us(bases[i].epoch - bases[i].offset - lo)
-		for _, e := range p.TraceEvents {
-			if e.Ph != "M" {
-				e.TS += shift
-			}
-			m.TraceEvents = append(m.TraceEvents, e)
-		}
-	}
-	return m, nil
-}
-
-func otherInt(f *File, key string) (int64, error) {
-	v, ok := f.OtherData[key]
-	if !ok {
-		return 0, fmt.Errorf("no %s: not a part written by choreo", key)
-	}
-	s, ok := v.(string)
-	if !ok {
-		return 0, fmt.Errorf("%s is %T, want a string", key, v)
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", key, err)
-	}
-	return n, nil
 }

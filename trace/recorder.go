@@ -2,6 +2,7 @@ package trace
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,7 +11,8 @@ import (
 // tracing is off. Its methods are safe for concurrent use.
 type Recorder struct {
 	rank  int
-	epoch time.Time // monotonic clock reading shared by the tracer's ranks
+	epoch time.Time    // monotonic clock reading shared by the tracer's ranks
+	stop  *atomic.Bool // the tracer's: set, Record drops events
 
 	mu    sync.Mutex
 	ring  []Event // the last len(ring) events; next is the oldest once full
@@ -18,8 +20,8 @@ type Recorder struct {
 	total uint64 // events recorded in all, kept or overwritten
 }
 
-func newRecorder(rank int, epoch time.Time, capacity int) *Recorder {
-	return &Recorder{rank: rank, epoch: epoch, ring: make([]Event, 0, capacity)}
+func newRecorder(rank int, epoch time.Time, capacity int, stop *atomic.Bool) *Recorder {
+	return &Recorder{rank: rank, epoch: epoch, stop: stop, ring: make([]Event, 0, capacity)}
 }
 
 // On reports whether r records: whether it is not nil.
@@ -37,9 +39,10 @@ func (r *Recorder) Now() int64 {
 	return int64(time.Since(r.epoch))
 }
 
-// Record keeps e, overwriting the oldest event once the ring is full.
+// Record keeps e, overwriting the oldest event once the ring is full; it
+// drops e once the tracer has stopped.
 func (r *Recorder) Record(e Event) {
-	if r == nil {
+	if r == nil || r.stop.Load() {
 		return
 	}
 	r.mu.Lock()

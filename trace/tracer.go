@@ -17,6 +17,7 @@ type Tracer struct {
 	capacity int
 	epoch    time.Time
 	offset   atomic.Int64 // this process's wall clock minus the reference rank's, ns
+	stopped  atomic.Bool  // Stop was called: the Recorders drop what comes
 
 	mu    sync.Mutex
 	ranks map[int]*Recorder
@@ -52,7 +53,7 @@ func (t *Tracer) Rank(r int) *Recorder {
 	defer t.mu.Unlock()
 	rec := t.ranks[r]
 	if rec == nil {
-		rec = newRecorder(r, t.epoch, t.capacity)
+		rec = newRecorder(r, t.epoch, t.capacity, &t.stopped)
 		t.ranks[r] = rec
 	}
 	return rec
@@ -91,3 +92,21 @@ func (t *Tracer) ClockOffset() time.Duration {
 
 // Epoch is the wall-clock time the tracer's timestamps count from.
 func (t *Tracer) Epoch() time.Time { return t.epoch }
+
+// Stop ends the recording: every Recorder of t drops the events that come
+// after it, and keeps those it has, which WriteJSON still writes. A
+// program stops its tracer once its run is over, so that what its
+// shutdown does (peers leaving, pending receives failing as they go) is
+// not drawn as part of the run.
+func (t *Tracer) Stop() {
+	if t != nil {
+		t.stopped.Store(true)
+	}
+}
+
+// Save writes every rank's events as one Chrome trace to path, whole or
+// not at all (WriteFile): safe to call again, or from a signal handler
+// while the ranks still record.
+func (t *Tracer) Save(path string) error {
+	return WriteFile(path, t.Chrome())
+}
