@@ -139,7 +139,10 @@ func TestFloodDoesNotKeepPeersOut(t *testing.T) {
 		t.Logf("mesh formed in %v without the flood, %v under it (%d strangers dialled meanwhile, %d refused); "+
 			"peak %d goroutines (%d before), heap %d MiB (%d before)",
 			unflooded, flooded, during, refused, peakG, baseG, peakHeap>>20, base.HeapInuse>>20)
-		if bound := max(2*unflooded, unflooded+4*time.Second); flooded > bound {
+		// A flood that kept the peers out would hold them until Connect's
+		// 60 s deadline; a loaded 2-core machine has taken 8.6 s to form
+		// under it, so the bound leaves room for that and still catches it.
+		if bound := max(2*unflooded, unflooded+20*time.Second); flooded > bound {
 			t.Errorf("under the flood the mesh took %v, over %v (%v without it)", flooded, bound, unflooded)
 		}
 		if refused == 0 {
