@@ -23,18 +23,48 @@ const (
 )
 
 // Common is the part of a carrier's configuration that every carrier
-// shares: who the rank is, its group's secret, the peers it links to, its
-// eager limit and window, and its timeouts. A carrier copies its own
-// Config's fields in, calls Normalize, and copies the result back.
+// shares; a carrier's Config embeds it and checks it with Normalize.
+// Every rank of a group is given the same Size, Group and Secret; the
+// limits may differ (each side announces its window to its peers). Zero
+// limits take the defaults.
 type Common struct {
-	Rank, Size        int
-	Secret            []byte
-	Peers             []int
-	EagerMax          int
-	MaxBuffered       int
-	PeerTimeout       time.Duration
+	// Rank is this rank, 0 <= Rank < Size.
+	Rank, Size int
+	// Group names the run: a connection from a rank of another group (a
+	// stale process with an older id) is refused.
+	Group uint64
+	// Secret is shared by the ranks of the group (at least MinSecret
+	// bytes); the handshake proves it, never sends it.
+	Secret []byte
+	// Peers are the ranks this rank links to, where another carrier links
+	// it to the others; nil: every other rank. Two ranks either list each
+	// other or neither does.
+	Peers []int
+	// EagerMax is the largest message sent before its Recv is posted,
+	// when the peer's window has room (capped by what the link carries in
+	// one piece); larger ones wait for the Recv. Default DefaultEagerMax.
+	EagerMax int
+	// MaxBuffered bounds, per peer, the bytes this rank holds for Recvs
+	// not posted yet (each message counting Overhead more): the window a
+	// sender spends, so an idle receiver never makes memory grow. Default
+	// DefaultMaxBuffered.
+	MaxBuffered int
+	// PeerTimeout is how long a peer may stay silent before it is lost:
+	// its pending and future operations fail with transport.ErrPeerLost.
+	// Default DefaultPeerTimeout.
+	PeerTimeout time.Duration
+	// HeartbeatInterval is how often idle peers are pinged and their
+	// silence is checked; at most PeerTimeout/3. Default
+	// min(PeerTimeout/4, DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
-	HandshakeTimeout  time.Duration
+	// HandshakeTimeout bounds each connection's handshake. Default
+	// DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// OnRefused, if set, is called (from a connection's goroutine, while
+	// the links connect; it must not block) with why each refused
+	// connection was refused, as package mesh reports them. The carriers
+	// themselves never log.
+	OnRefused func(error)
 }
 
 // Normalize checks c and fills in its defaults: Secret (at least

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/collectives/transport/tcp"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // BenchmarkLoopback measures two ranks moving the same bytes the same way
@@ -202,14 +204,15 @@ func benchProcs(b *testing.B, kind string, size int, echo bool) {
 	var tr transport.Transport
 	switch kind {
 	case "shm":
-		tr, err = Connect(cctx, Config{Rank: 0, Size: 2, Group: 77, Run: run, Secret: testSecret})
+		tr, err = connect(cctx, Config{Run: run, Common: msg.Common{Rank: 0, Size: 2, Group: 77, Secret: testSecret}})
 	case "tcp":
 		l := line()
 		addr, ok := strings.CutPrefix(l, "ADDR ")
 		if !ok {
 			b.Fatalf("rank 1: %q", l)
 		}
-		tr, err = tcp.Connect(cctx, tcp.Config{Rank: 0, Size: 2, Group: 77, Addrs: []string{"127.0.0.1:1", addr}, Secret: testSecret})
+		tr, err = tcpEndpoint(cctx, nil, tcp.Config{Addrs: []string{"127.0.0.1:1", addr},
+			Common: msg.Common{Rank: 0, Size: 2, Group: 77, Secret: testSecret}})
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -236,14 +239,15 @@ func benchRank(cfg Config) {
 	var err error
 	switch os.Getenv(envBenchKind) {
 	case "shm":
-		tr, err = Connect(cctx, cfg)
+		tr, err = connect(cctx, cfg)
 	case "tcp":
 		var l *tcp.Listener
 		if l, err = tcp.Listen("127.0.0.1:0"); err != nil {
 			break
 		}
 		fmt.Println("ADDR", l.Addr())
-		tr, err = l.Connect(cctx, tcp.Config{Rank: 1, Size: 2, Group: 77, Addrs: []string{"127.0.0.1:1", l.Addr()}, Secret: cfg.Secret})
+		tr, err = tcpEndpoint(cctx, l, tcp.Config{Addrs: []string{"127.0.0.1:1", l.Addr()},
+			Common: msg.Common{Rank: 1, Size: 2, Group: 77, Secret: cfg.Secret}})
 	}
 	if err != nil {
 		report("connect", err)
@@ -251,4 +255,16 @@ func benchRank(cfg Config) {
 	}
 	defer func() { _ = tr.Close() }()
 	report("bench", benchEnd(ctx, tr, size, echo, n, nil))
+}
+
+// tcpEndpoint is a rank of two over tcp links on l (nil for rank 0, which
+// dials), with the message layer's defaults.
+func tcpEndpoint(ctx context.Context, l *tcp.Listener, cfg tcp.Config) (*msg.Endpoint, error) {
+	links, err := l.ConnectLinks(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return msg.New(msg.Config{Rank: cfg.Rank, Size: 2, Name: "tcp", MaxBuffered: msg.DefaultMaxBuffered,
+		PeerTimeout: msg.DefaultPeerTimeout, HeartbeatInterval: msg.DefaultHeartbeatInterval,
+		Poll: spin.PollBudget(msg.EnvPoll, 2)}, links)
 }

@@ -43,7 +43,7 @@ func TestCloseAfterExchangeDelivers(t *testing.T) {
 
 // exchange sends size bytes to peer while it receives as many from it,
 // and checks them.
-func exchange(ctx context.Context, tr *Transport, peer, size int) error {
+func exchange(ctx context.Context, tr *endpoint, peer, size int) error {
 	out, in := make([]byte, size), make([]byte, size)
 	for i := range out {
 		out[i] = byte(tr.Rank() + i)

@@ -17,10 +17,10 @@ import (
 // rendezvous message of at least Config.CMAMin bytes is offered by
 // address: the sender's RTS carries the address of its buffer (slot kind
 // slotRTSCMA), and a receiver that can read the sender's memory (probed
-// at Connect: process_vm_readv of the peer's cmaProbeWord, whose address
-// it announced in the handshake) hands the offer on to its Endpoint, whose
-// Recv reads the bytes straight from the sender's buffer into its own
-// (ReadAt) and answers Done. A receiver that cannot read hands on no
+// at ConnectLinks: process_vm_readv of the peer's cmaProbeWord, whose
+// address it announced in the handshake) hands the offer on to its
+// Endpoint, whose Recv reads the bytes straight from the sender's buffer
+// into its own (ReadAt) and answers Done. A receiver that cannot read hands on no
 // address: its Recv answers Go, and the message goes through the slots.
 //
 // The sender's Endpoint keeps the buffer unmodified until the answer; a
@@ -36,8 +36,8 @@ var cmaProbeWord uint64 = cmaMagic
 
 // probeAddr is the address of cmaProbeWord, announced in the handshake
 // (0 when single copy is off here: the peer does not probe).
-func (t *Transport) probeAddr() uint64 {
-	if t.cfg.CMAMin < 0 {
+func (c *Config) probeAddr() uint64 {
+	if c.CMAMin < 0 {
 		return 0
 	}
 	return uint64(uintptr(unsafe.Pointer(&cmaProbeWord)))
@@ -74,29 +74,16 @@ func cmaMinFromEnv(min int) (int, error) {
 // 2^47 on amd64, 2^52 on arm64, 2^56 with five-level page tables).
 const maxUserAddr = 1 << 57
 
-// cmaPays reports whether a rank of a group of size ranks (all on this
-// host) should read its peers' large messages from their memory, when
-// Config.CMAMin is left to the default. One read costs the receiver what
-// the sender's copy into the slots and the receiver's copy out of them
-// cost the two together; but where process_vm_readv copies much more
-// slowly than memcpy (it pins the sender's pages one by one: on a virtual
-// machine measured at 4 GB/s against 16-19 GB/s for memcpy, 4 KiB pages),
-// two copies beat one. That held there with more ranks than processors
-// too, once slots were 1 MiB (a ring chunk in one slot): 4 ranks on 2
-// cores, all-reduce of 64 MiB over Open MPI's vader, through the slots
-// 1.21-1.50x (medians of 4 sessions) against 1.18-1.29x read by address;
-// with 256 KiB slots reading by address had won there (1.19-1.33x against
-// 1.06-1.19x). size is kept for a policy that depends on the group.
-func cmaPays(size int) bool {
-	_ = size
-	return cmaFast()
-}
-
-// cmaFast measures once whether process_vm_readv of this process's own
-// memory copies at least 2/3 as fast as copy (best of a few rounds of 4
-// MiB each, a few milliseconds in all; measured 2.2 to 4 times slower
-// on the virtual machine above, 16 MiB and 64 MiB more so than 4 MiB).
-var cmaFast = sync.OnceValue(func() bool {
+// cmaPays reports whether this rank should read its peers' large
+// messages from their memory when Config.CMAMin is left to the default:
+// whether process_vm_readv of this process's own memory copies at least
+// 2/3 as fast as copy (best of a few rounds of 4 MiB, a few milliseconds
+// in all, measured once). One read costs the receiver what the two copies
+// through the slots cost both sides together; but process_vm_readv pins
+// the sender's pages one by one, and where it copies much more slowly
+// than memcpy (on a virtual machine 4 GB/s against 16-19 GB/s) two copies
+// beat one, with more ranks than processors too.
+var cmaPays = sync.OnceValue(func() bool {
 	const n, rounds = 4 << 20, 3
 	src, dst := make([]byte, n), make([]byte, n)
 	for i := range src {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
@@ -25,7 +26,7 @@ func singleCopy(c *Config) { c.CMAMin = DefaultCMAMin }
 
 // exchangeBig sends a message of n bytes each way between ranks 0 and 1
 // under tag, at once, and checks the bytes.
-func exchangeBig(t *testing.T, ts []*Transport, tag transport.Tag, n int) {
+func exchangeBig(t *testing.T, ts []*endpoint, tag transport.Tag, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -98,25 +99,26 @@ func TestSingleCopyOff(t *testing.T) {
 		}
 		closeAll(ts)
 	}
+	two := Config{Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret}}
 	t.Setenv(envCMA, "off")
-	c, err := Config{Rank: 0, Size: 2, Secret: testSecret}.normalize()
+	c, err := two.normalize()
 	if err != nil || c.CMAMin >= 0 {
 		t.Errorf("%s=off: CMAMin %d, %v", envCMA, c.CMAMin, err)
 	}
 	t.Setenv(envCMA, "")
-	if c, err := (Config{Rank: 0, Size: 2, Secret: testSecret}).normalize(); err != nil || c.CMAMin != DefaultCMAMin || !c.cmaAuto {
+	if c, err := two.normalize(); err != nil || c.CMAMin != DefaultCMAMin || !c.cmaAuto {
 		t.Errorf("default: CMAMin %d (auto %v), %v", c.CMAMin, c.cmaAuto, err)
 	}
 	t.Setenv(envCMA, "1048576")
-	if c, err := (Config{Rank: 0, Size: 2, Secret: testSecret}).normalize(); err != nil || c.CMAMin != 1<<20 {
+	if c, err := two.normalize(); err != nil || c.CMAMin != 1<<20 {
 		t.Errorf("%s=1048576: CMAMin %d, %v", envCMA, c.CMAMin, err)
 	}
 	t.Setenv(envCMA, "auto")
-	if c, err := (Config{Rank: 0, Size: 2, Secret: testSecret}).normalize(); err != nil || c.CMAMin != DefaultCMAMin || !c.cmaAuto {
+	if c, err := two.normalize(); err != nil || c.CMAMin != DefaultCMAMin || !c.cmaAuto {
 		t.Errorf("%s=auto: CMAMin %d (auto %v), %v", envCMA, c.CMAMin, c.cmaAuto, err)
 	}
 	t.Setenv(envCMA, "lots")
-	if _, err := (Config{Rank: 0, Size: 2, Secret: testSecret}).normalize(); !errors.Is(err, transport.ErrBadArgument) {
+	if _, err := two.normalize(); !errors.Is(err, transport.ErrBadArgument) {
 		t.Errorf("%s=lots: %v", envCMA, err)
 	}
 }
@@ -148,7 +150,7 @@ func TestSingleCopySizeMismatch(t *testing.T) {
 }
 
 // published returns how many slots tr published toward dst.
-func published(tr *Transport, dst int) uint64 {
+func published(tr *endpoint, dst int) uint64 {
 	l := tr.links[dst]
 	if !l.enter() {
 		return 0
@@ -159,7 +161,7 @@ func published(tr *Transport, dst int) uint64 {
 
 // arrived waits until tr published more than before slots toward dst
 // and dst consumed them all: dst's Endpoint holds what they carried.
-func arrived(t *testing.T, tr *Transport, dst int, before uint64) {
+func arrived(t *testing.T, tr *endpoint, dst int, before uint64) {
 	t.Helper()
 	l := tr.links[dst]
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
@@ -269,7 +271,7 @@ func TestSingleCopyBadOffer(t *testing.T) {
 // sender's memory (small slots and window: most messages are rendezvous).
 func TestConformanceSingleCopy(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
-		return asTransports(build(t, n, func(c *Config) {
+		return transporttest.Transports(build(t, n, func(c *Config) {
 			c.CMAMin = 1
 			c.SlotSize = 4096
 			c.Slots = 2

@@ -9,43 +9,20 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// Connect builds this rank's part of the full mesh and returns its
-// endpoint once every pair is connected: it binds its rendezvous socket
-// (an abstract name of Run, Group and Rank) and joins package mesh's full
-// mesh there, each higher rank dialing the lower (label "shm"; see
-// handshake.go for what the ranks announce), and maps each pair's region:
-// the lower rank creates it after the higher proved the secret and hands
-// it over the socket. Connections that fail the handshake are refused,
-// counted (Stats.Refused) and passed to Config.OnRefused, and change
-// nothing; what a stranger may cost is package mesh's bound. The
-// rendezvous socket closes when Connect returns. ctx bounds the whole; on
-// failure everything is closed and unmapped and the error names the peers
-// still missing. Connect links this rank to every other one (Config.Peers
-// must be nil or list them all); ConnectLinks links it to some.
-func Connect(ctx context.Context, cfg Config) (*Transport, error) {
-	t, err := connect(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.start(); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// ConnectLinks links this rank to Config.Peers as Connect does, and
-// returns the links, indexed by rank (nil at this rank and at the ranks
-// not in Peers), for a msg.Endpoint that may hold other carriers' links
-// too. Refused connections are reported to OnRefused only.
+// ConnectLinks builds this rank's part of the full mesh and returns its
+// links to Config.Peers, indexed by rank (nil elsewhere), once every pair
+// is connected, for a msg.Endpoint whose MaxBuffered is at least
+// cfg.MaxBuffered: it binds its rendezvous socket (an abstract name of
+// Run, Group and Rank) and joins package mesh's full mesh there, each
+// higher rank dialing the lower (label "shm"; see handshake.go for what
+// the ranks announce), and maps each pair's region: the lower rank
+// creates it after the higher proved the secret and hands it over the
+// socket. Connections that fail the handshake are refused, passed to
+// Config.OnRefused, and change nothing; what a stranger may cost is
+// package mesh's bound. The rendezvous socket closes when ConnectLinks
+// returns. ctx bounds the whole; on failure everything is closed and
+// unmapped and the error names the peers still missing.
 func ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, error) {
-	t, err := connect(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return t.ends, nil
-}
-
-func connect(ctx context.Context, cfg Config) (*Transport, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, err
@@ -53,9 +30,9 @@ func connect(ctx context.Context, cfg Config) (*Transport, error) {
 	if err := supported(); err != nil {
 		return nil, err
 	}
-	t := newTransport(cfg)
+	links := make([]msg.Link, cfg.Size)
 	if len(cfg.Peers) == 0 {
-		return t, nil
+		return links, nil
 	}
 	var ln net.Listener
 	if cfg.Peers[len(cfg.Peers)-1] > cfg.Rank { // a higher peer dials this rank
@@ -72,43 +49,26 @@ func connect(ctx context.Context, cfg Config) (*Transport, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, sockName(cfg.Run, cfg.Group, p))
 		},
-		HandshakeTimeout: cfg.HandshakeTimeout, Hello: t.hello().encode(), CheckHello: t.checkHello,
-		Setup: t.setupRegion, OnRefused: cfg.OnRefused,
+		HandshakeTimeout: cfg.HandshakeTimeout, Hello: cfg.hello().encode(), CheckHello: cfg.checkHello,
+		Setup: cfg.setupRegion, OnRefused: cfg.OnRefused,
 	})
 	if err != nil {
 		return nil, err // "shm mesh: rank R: connect: ..."
 	}
-	t.refused.Store(m.Refused)
 	for i, p := range cfg.Peers {
-		if err := t.attach(m.Links[p][0]); err != nil {
+		l, err := newLink(&cfg, m.Links[p][0])
+		if err != nil {
 			for _, q := range cfg.Peers[i:] {
 				_ = m.Links[q][0].Close()
 			}
-			t.closeLinks()
+			for _, l := range links {
+				if l != nil {
+					l.Close()
+				}
+			}
 			return nil, fmt.Errorf("shm: rank %d: peer %d: %w", cfg.Rank, p, err)
 		}
+		links[p] = l
 	}
-	return t, nil
-}
-
-// attach installs an authenticated link's socket and region in its peer's
-// link. Single copy from the peer needs its process, as the kernel names
-// it, and this process's leave to read its memory.
-func (t *Transport) attach(ml mesh.Link) error {
-	nc := ml.Conn.(*net.UnixConn)
-	r := ml.Extra.(*region)
-	s, err := newSock(t.links[ml.Peer], nc)
-	if err != nil {
-		return err
-	}
-	h, _ := decodeHello(ml.Hello) // checked by checkHello
-	pid := 0
-	if c := t.cfg; c.CMAMin > 0 && h.probe != 0 && (!c.cmaAuto || cmaPays(c.Size)) {
-		if id, err := peerPID(nc); err == nil && probeCMA(id, h.probe) {
-			pid = id
-		}
-	}
-	t.links[ml.Peer].attach(s, r.mem, r.g, int(h.window))
-	t.links[ml.Peer].cmaPID = pid
-	return nil
+	return links, nil
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/mesh"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // FuzzFrame: any bytes parse to a frame or an error, and what parses
@@ -98,13 +100,13 @@ func FuzzSlots(f *testing.F) {
 // fuzzLink returns rank 0 of a group of two, whose link to rank 1 is over
 // a region of its own and one end of a socket pair (the other end closes
 // with the test).
-func fuzzLink(t *testing.T) (*Transport, *link) {
+func fuzzLink(t *testing.T) (*endpoint, *link) {
 	needShm(t)
-	cfg, err := Config{Rank: 0, Size: 2, Secret: testSecret, SlotSize: 4096, Slots: 2, MaxBuffered: 64 << 10}.normalize()
+	cfg, err := Config{SlotSize: 4096, Slots: 2,
+		Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret, MaxBuffered: 64 << 10}}.normalize()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := newTransport(cfg)
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET, 0)
 	if err != nil {
 		t.Skip(err)
@@ -116,11 +118,6 @@ func fuzzLink(t *testing.T) (*Transport, *link) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := tr.links[1]
-	s, err := newSock(l, nc.(*net.UnixConn))
-	if err != nil {
-		t.Fatal(err)
-	}
 	g := geometry{slotSize: 4096, slots: 2, group: 0, low: 0, high: 1}
 	f, mem, err := newRegion(regionSize(g.slotSize, g.slots))
 	if err != nil {
@@ -128,8 +125,14 @@ func fuzzLink(t *testing.T) (*Transport, *link) {
 	}
 	_ = f.Close()
 	writeHeader(mem, g)
-	l.attach(s, mem, g, 64<<10)
-	if err := tr.start(); err != nil {
+	l, err := newLink(&cfg, mesh.Link{Peer: 1, Conn: nc, Hello: hello{window: 64 << 10}.encode(), Extra: &region{mem, g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &endpoint{links: []*link{nil, l}}
+	tr.Endpoint, err = msg.New(msg.Config{Size: 2, Name: "shm", MaxBuffered: cfg.MaxBuffered,
+		PeerTimeout: cfg.PeerTimeout, HeartbeatInterval: cfg.HeartbeatInterval}, []msg.Link{nil, l})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return tr, l

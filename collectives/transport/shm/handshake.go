@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/choreo-gpu/choreo/collectives/transport/mesh"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,9 +34,9 @@ type hello struct {
 
 const helloSize = 28
 
-func (t *Transport) hello() hello {
-	return hello{window: uint32(t.cfg.MaxBuffered), slotSize: uint32(t.cfg.SlotSize), slots: uint32(t.cfg.Slots),
-		run: runHash(t.cfg.Run), probe: t.probeAddr()}
+func (c *Config) hello() hello {
+	return hello{window: uint32(c.MaxBuffered), slotSize: uint32(c.SlotSize), slots: uint32(c.Slots),
+		run: runHash(c.Run), probe: c.probeAddr()}
 }
 
 func (h hello) encode() []byte {
@@ -59,12 +60,12 @@ func decodeHello(b []byte) (hello, error) {
 }
 
 // checkHello judges a peer's hello: the same run, a window in bounds.
-func (t *Transport) checkHello(_ int, b []byte) error {
+func (c *Config) checkHello(_ int, b []byte) error {
 	h, err := decodeHello(b)
 	switch {
 	case err != nil:
 		return err
-	case h.run != runHash(t.cfg.Run):
+	case h.run != runHash(c.Run):
 		return errors.New("another run")
 	case !windowOK(h.window):
 		return fmt.Errorf("window %d", h.window)
@@ -73,7 +74,7 @@ func (t *Transport) checkHello(_ int, b []byte) error {
 }
 
 // windowOK checks an announced window.
-func windowOK(w uint32) bool { return w >= msgOverhead && w <= maxRegion }
+func windowOK(w uint32) bool { return w >= msg.Overhead && w <= maxRegion }
 
 // region is a pair's mapped region and its geometry, as Setup leaves it
 // in the mesh.Link; Close unmaps it.
@@ -89,15 +90,15 @@ func (r *region) Close() error {
 
 // setupRegion hands the pair's region over on an authenticated link:
 // created and sent by the lower rank (the acceptor), mapped by the higher.
-func (t *Transport) setupRegion(_ context.Context, l *mesh.Link) error {
+func (c *Config) setupRegion(_ context.Context, l *mesh.Link) error {
 	nc, ok := l.Conn.(*net.UnixConn)
 	if !ok {
 		return fmt.Errorf("not a unix socket: %T", l.Conn)
 	}
 	if l.Dialed {
-		return t.mapRegion(nc, l)
+		return c.mapRegion(nc, l)
 	}
-	g := geometry{slotSize: t.cfg.SlotSize, slots: t.cfg.Slots, group: t.cfg.Group, low: t.rank, high: l.Peer}
+	g := geometry{slotSize: c.SlotSize, slots: c.Slots, group: c.Group, low: c.Rank, high: l.Peer}
 	f, mem, err := newRegion(regionSize(g.slotSize, g.slots))
 	if err != nil {
 		return err
@@ -121,13 +122,13 @@ func (t *Transport) setupRegion(_ context.Context, l *mesh.Link) error {
 }
 
 // mapRegion is the higher rank's side of setupRegion.
-func (t *Transport) mapRegion(nc *net.UnixConn, l *mesh.Link) error {
+func (c *Config) mapRegion(nc *net.UnixConn, l *mesh.Link) error {
 	fd, err := readRegionFD(nc)
 	if err != nil {
 		return err
 	}
 	h, _ := decodeHello(l.Hello) // checked by checkHello
-	mem, g, err := mapPeerRegion(fd, int(h.slotSize), int(h.slots), t.cfg.Group, l.Peer, t.rank)
+	mem, g, err := mapPeerRegion(fd, int(h.slotSize), int(h.slots), c.Group, l.Peer, c.Rank)
 	if err != nil {
 		_, _ = nc.Write([]byte{1})
 		return err
@@ -163,9 +164,8 @@ func readRegionFD(nc *net.UnixConn) (int, error) {
 // header; it closes fd.
 func mapPeerRegion(fd, slotSize, slots int, group uint64, low, high int) ([]byte, geometry, error) {
 	defer closeFD(fd)
-	if slotSize < minSlotSize || slotSize > maxSlotSize || slotSize%64 != 0 || slots < minSlots || slots > maxSlots ||
-		regionSize(slotSize, slots) > maxRegion {
-		return nil, geometry{}, fmt.Errorf("region of %d slots of %d bytes out of bounds", slots, slotSize)
+	if err := checkGeometry(slotSize, slots); err != nil {
+		return nil, geometry{}, err
 	}
 	mem, err := openRegion(fd, regionSize(slotSize, slots))
 	if err != nil {

@@ -1,13 +1,16 @@
 package shm
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // testSecret is the secret of the groups the tests build.
@@ -28,27 +31,56 @@ func needShm(t testing.TB) {
 	}
 }
 
+// endpoint is a test's rank: a msg.Endpoint over its shm links, as a
+// group's Join makes one.
+type endpoint struct {
+	*msg.Endpoint
+	links []*link // by rank
+}
+
+// connect links cfg's rank (ConnectLinks) and starts an Endpoint over the
+// links.
+func connect(ctx context.Context, cfg Config) (*endpoint, error) {
+	n, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	links, err := ConnectLinks(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := &endpoint{links: make([]*link, n.Size)}
+	for r, l := range links {
+		if l != nil {
+			e.links[r] = l.(*link)
+		}
+	}
+	e.Endpoint, err = msg.New(msg.Config{Rank: n.Rank, Size: n.Size, Name: "shm", MaxBuffered: n.MaxBuffered,
+		PeerTimeout: n.PeerTimeout, HeartbeatInterval: n.HeartbeatInterval, Poll: spin.PollBudget(msg.EnvPoll, n.Size)}, links)
+	return e, err
+}
+
 // build connects n ranks of a fresh run, each configured by tweak (which
 // may be nil), and returns them indexed by rank.
-func build(t testing.TB, n int, tweak func(*Config)) []*Transport {
+func build(t testing.TB, n int, tweak func(*Config)) []*endpoint {
 	t.Helper()
 	needShm(t)
 	run := testRun(t)
-	cfg := func(r int) Config { return Config{Rank: r, Size: n, Group: 77, Run: run, Secret: testSecret} }
-	return transporttest.ConnectGroup(t, n, cfg, tweak, Connect)
+	cfg := func(r int) Config {
+		return Config{Run: run, Common: msg.Common{Rank: r, Size: n, Group: 77, Secret: testSecret}}
+	}
+	return transporttest.ConnectGroup(t, n, cfg, tweak, connect)
 }
 
 // asMake is build as the conformance suite's MakeFunc.
 func asMake(tweak func(*Config)) transporttest.MakeFunc {
-	return func(t *testing.T, n int) []transport.Transport { return asTransports(build(t, n, tweak)) }
+	return func(t *testing.T, n int) []transport.Transport { return transporttest.Transports(build(t, n, tweak)) }
 }
 
-func closeAll(ts []*Transport) {
+func closeAll(ts []*endpoint) {
 	for _, tr := range ts {
 		if tr != nil {
 			_ = tr.Close()
 		}
 	}
 }
-
-func asTransports(ts []*Transport) []transport.Transport { return transporttest.Transports(ts) }

@@ -3,11 +3,13 @@ package shm
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/mesh"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
@@ -36,10 +38,10 @@ const maxRTS = ctlEntries / 2
 // the control methods (Answer, Consumed, Hold, Release, Wake) holding its
 // own lock: they take none of live's write side, cons or wmu.
 type link struct {
-	t    *Transport // its Config
-	rank int        // the peer's
+	cfg  *Config // this rank's
+	rank int     // the peer's
 
-	// Set by Connect before Start; constant afterwards (mem until unmap).
+	// Set by newLink; constant afterwards (mem until unmap).
 	sock     *sock
 	mem      []byte
 	out, in  *lane
@@ -84,25 +86,35 @@ var (
 // errProtocol marks a loss caused by a peer breaking the protocol.
 var errProtocol = errors.New("protocol error")
 
-func newLink(t *Transport, r int) *link {
-	return &link{t: t, rank: r, gone: make(chan struct{}), early: make(map[uint64]bool), offers: make(map[uint64]bool)}
-}
-
-// attach gives l its region and socket (Connect). lane 0 carries the
-// lower rank's messages.
-func (l *link) attach(s *sock, mem []byte, g geometry, window int) {
-	l.sock, l.mem, l.window = s, mem, window
-	l0, l1 := laneAt(mem, g, 0), laneAt(mem, g, 1)
-	if l.t.rank < l.rank {
-		l.out, l.in = l0, l1
-	} else {
-		l.out, l.in = l1, l0
+// newLink is the link over an authenticated mesh link: its socket and the
+// region Setup left in it (lane 0 carries the lower rank's messages).
+// Single copy from the peer needs its process, as the kernel names it, and
+// this process's leave to read its memory.
+func newLink(cfg *Config, ml mesh.Link) (*link, error) {
+	nc := ml.Conn.(*net.UnixConn)
+	r := ml.Extra.(*region)
+	h, _ := decodeHello(ml.Hello) // checked by checkHello
+	l := &link{cfg: cfg, rank: ml.Peer, gone: make(chan struct{}), early: make(map[uint64]bool),
+		offers: make(map[uint64]bool), mem: r.mem, window: int(h.window)}
+	var err error
+	if l.sock, err = newSock(l, nc); err != nil {
+		return nil, err
 	}
-	l.eagerMax = min(l.t.cfg.EagerMax, g.slotSize, window-msg.Overhead)
+	l.out, l.in = laneAt(r.mem, r.g, 0), laneAt(r.mem, r.g, 1)
+	if l.rank < cfg.Rank {
+		l.out, l.in = l.in, l.out
+	}
+	l.eagerMax = min(cfg.EagerMax, r.g.slotSize, l.window-msg.Overhead)
+	if cfg.CMAMin > 0 && h.probe != 0 && (!cfg.cmaAuto || cmaPays()) {
+		if id, err := peerPID(nc); err == nil && probeCMA(id, h.probe) {
+			l.cmaPID = id
+		}
+	}
+	return l, nil
 }
 
 // Start begins the link's life: a first pump reads what the peer sent
-// during Connect.
+// while the links connected.
 func (l *link) Start(p *msg.Peer) {
 	l.peer = p
 	now := time.Now().UnixNano()

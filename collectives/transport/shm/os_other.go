@@ -9,7 +9,7 @@ import (
 )
 
 // The transport needs Linux: anonymous sealed shared files (memfd) and
-// abstract socket names. Elsewhere Connect fails with errUnsupported and
+// abstract socket names. Elsewhere ConnectLinks fails with errUnsupported and
 // callers keep to TCP.
 var errUnsupported = fmt.Errorf("shm: %w: shared-memory transport needs Linux", errors.ErrUnsupported)
 

@@ -35,7 +35,7 @@ func (l *link) Eager(ctx context.Context, tag transport.Tag, data []byte, wait b
 // or more is offered by address (see cma.go).
 func (l *link) Announce(ctx context.Context, tag transport.Tag, id uint64, data []byte) (sent, offered bool, err error) {
 	h := slotHeader{kind: slotRTS, tag: tag, id: id, size: uint64(len(data))}
-	if c := l.t.cfg.CMAMin; c > 0 && len(data) >= c {
+	if c := l.cfg.CMAMin; c > 0 && len(data) >= c {
 		h.kind, h.off = slotRTSCMA, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))))
 	}
 	sent, err = l.put(ctx, true, func(s []byte) bool {

@@ -15,13 +15,8 @@ import (
 // wake-up of the pump's thread through the netpoller) nor a hand-off from
 // the pump to the call. While a call polls, the lane's polling word tells
 // the sender to ring no doorbell; once the call stops it consumes what was
-// published meanwhile, so nothing waits for a bell that never rang.
-//
-// Polling takes a processor: spin.PollBudget says where it is on and
-// spin.Adaptive adapts each wait's budget (the same policy as the tcp
-// transport's). The variable CHOREO_SHM_POLL (a duration; 0 turns polling
-// off) sets the most.
-const envPoll = "CHOREO_SHM_POLL"
+// published meanwhile, so nothing waits for a bell that never rang. The
+// budget is the Endpoint's (Peer.Poll), as for tcp's links.
 
 // clockPolls is how many polls of the lane (tens of nanoseconds each)
 // pass between two looks at the clock.

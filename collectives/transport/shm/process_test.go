@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // The process tests run ranks in processes of their own (this test
@@ -43,17 +44,17 @@ func TestRankProcess(t *testing.T) {
 	rank, _ := strconv.Atoi(os.Getenv(envRank))
 	size, _ := strconv.Atoi(os.Getenv(envSize))
 	secret, _ := hex.DecodeString(os.Getenv(envSecret))
-	cfg := Config{Rank: rank, Size: size, Group: 77, Run: os.Getenv(envRun), Secret: secret,
+	cfg := Config{Run: os.Getenv(envRun), Common: msg.Common{Rank: rank, Size: size, Group: 77, Secret: secret,
 		// Only the socket's end may tell a death in time: a silent peer
 		// would be lost after the survivors' deadlines.
-		PeerTimeout: 40 * time.Second}
+		PeerTimeout: 40 * time.Second}}
 	switch scenario {
 	case "kill":
 		// Rank 1's messages are read from its memory where the host
 		// allows it, whether or not that pays here.
 		cfg.CMAMin = DefaultCMAMin
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		tr, err := Connect(ctx, cfg)
+		tr, err := connect(ctx, cfg)
 		cancel()
 		if err != nil {
 			report("connect", err)
@@ -63,7 +64,7 @@ func TestRankProcess(t *testing.T) {
 	case "silent":
 		cfg.PeerTimeout = 500 * time.Millisecond
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		tr, err := Connect(ctx, cfg)
+		tr, err := connect(ctx, cfg)
 		cancel()
 		if err != nil {
 			report("connect", err)
@@ -112,7 +113,7 @@ const killSize = 64 << 20
 // (rendezvous). The survivors report how their operations with rank 1
 // ended, how many regions they still map, whether they still work
 // together, and how many regions they map once closed.
-func killScenario(tr *Transport) {
+func killScenario(tr *endpoint) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	switch tr.Rank() {
@@ -164,7 +165,7 @@ func killScenario(tr *Transport) {
 // silentScenario: rank 1 waits to be stopped (SIGSTOP: its socket stays
 // open, it says nothing more); rank 0 waits for a message from it and
 // reports how that ended.
-func silentScenario(tr *Transport) {
+func silentScenario(tr *endpoint) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	defer tr.Close()
@@ -184,7 +185,7 @@ func silentScenario(tr *Transport) {
 // crashScenario connects two ranks in this process, exchanges a message,
 // and waits to be killed.
 func crashScenario(t *testing.T, cfg Config) {
-	ts := make([]*Transport, 2)
+	ts := make([]*endpoint, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for r := range 2 {
@@ -195,7 +196,7 @@ func crashScenario(t *testing.T, cfg Config) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			ts[r], errs[r] = Connect(ctx, c)
+			ts[r], errs[r] = connect(ctx, c)
 		}()
 	}
 	wg.Wait()

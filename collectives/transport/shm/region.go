@@ -63,6 +63,16 @@ func regionSize(slotSize, slots int) int {
 	return (n + 4095) &^ 4095
 }
 
+// checkGeometry reports what is wrong with a ring geometry.
+func checkGeometry(slotSize, slots int) error {
+	if slotSize < minSlotSize || slotSize > maxSlotSize || slotSize%64 != 0 || slots < minSlots || slots > maxSlots ||
+		regionSize(slotSize, slots) > maxRegion {
+		return fmt.Errorf("%d slots of %d bytes: want [%d, %d] slots of a multiple of 64 in [%d, %d] bytes, in %d bytes at most",
+			slots, slotSize, minSlots, maxSlots, minSlotSize, maxSlotSize, maxRegion)
+	}
+	return nil
+}
+
 // geometry is what a region's header says of its layout.
 type geometry struct {
 	slotSize, slots int
@@ -98,8 +108,8 @@ func readHeader(mem []byte, group uint64, low, high int) (geometry, error) {
 		return g, fmt.Errorf("region version %d, want %d", le.Uint32(mem[8:]), regionVersion)
 	case le.Uint32(mem[20:]) != ctlEntries:
 		return g, fmt.Errorf("%d control entries, want %d", le.Uint32(mem[20:]), ctlEntries)
-	case g.slotSize < minSlotSize || g.slotSize > maxSlotSize || g.slotSize%64 != 0 || g.slots < minSlots || g.slots > maxSlots:
-		return g, fmt.Errorf("slots %d of %d bytes out of bounds", g.slots, g.slotSize)
+	case checkGeometry(g.slotSize, g.slots) != nil:
+		return g, checkGeometry(g.slotSize, g.slots)
 	case regionSize(g.slotSize, g.slots) != len(mem):
 		return g, fmt.Errorf("region of %d bytes, its header says %d", len(mem), regionSize(g.slotSize, g.slots))
 	case g.group != group || g.low != low || g.high != high:

@@ -20,7 +20,7 @@ func TestFullRingIdleReceiver(t *testing.T) {
 	defer closeAll(ts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	time.Sleep(50 * time.Millisecond) // the pumps Connect started have ended
+	time.Sleep(50 * time.Millisecond) // the pumps ConnectLinks started have ended
 	const k = 10                      // eager messages: five times the ring
 	for i := range k {
 		if err := ts[0].Send(ctx, 1, transport.Tag{Group: 1, Seq: uint64(i)}, []byte{byte(i)}); err != nil {

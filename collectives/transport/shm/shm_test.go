@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
@@ -21,7 +22,7 @@ func TestConformance(t *testing.T) {
 // A group of one rank connects at once, has no peer, and closes.
 func TestSingleRank(t *testing.T) {
 	needShm(t)
-	tr, err := Connect(context.Background(), Config{Rank: 0, Size: 1, Run: testRun(t), Secret: testSecret})
+	tr, err := connect(context.Background(), Config{Run: testRun(t), Common: msg.Common{Rank: 0, Size: 1, Secret: testSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
-	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // Slot kinds: what a data slot carries.
@@ -23,10 +22,6 @@ const (
 	ctlCTSSize = 2 // id: the Recv's buffer has another size; do not send
 	ctlDone    = 3 // id: the message offered by address was read (or dropped unread)
 )
-
-// msgOverhead is what one eager message costs of the receive window beyond
-// its bytes, so that empty messages are bounded too.
-const msgOverhead = msg.Overhead
 
 // slotHeader is a data slot's header. Layout (little endian, 56 of the 64
 // bytes): kind u32, len u32, group u64, seq u64, step u32, 0 u32, id u64,

@@ -16,18 +16,19 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/internal/errs"
 	"go.uber.org/goleak"
 )
 
-func closeAll(ts []*Transport) {
+func closeAll(ts []*endpoint) {
 	for _, tr := range ts {
 		_ = tr.Close()
 	}
 }
 
 // pair exchanges one message each way between ranks a and b.
-func pair(ts []*Transport, a, b int, seq uint64) error {
+func pair(ts []*endpoint, a, b int, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tag := transport.Tag{Group: 6, Seq: seq}
@@ -137,7 +138,7 @@ func TestProtocolErrors(t *testing.T) {
 // heartbeat's silence check instead of the connections' end would say
 // "silent", and an operation nothing failed would end at its deadline.
 func TestPeerVanishes(t *testing.T) {
-	ts := build(t, 3, func(c *Config) { c.PeerTimeout, c.HeartbeatInterval = 30*time.Second, DefaultPeerTimeout/4 })
+	ts := build(t, 3, func(c *Config) { c.PeerTimeout, c.HeartbeatInterval = 30*time.Second, msg.DefaultPeerTimeout/4 })
 	defer closeAll(ts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -292,7 +293,7 @@ func TestSilentPeer(t *testing.T) {
 	defer px.Close()
 	dialAddrs := append([]string(nil), addrs...)
 	dialAddrs[2] = px.ln.Addr().String()
-	ts := make([]*Transport, n)
+	ts := make([]*endpoint, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -301,7 +302,8 @@ func TestSilentPeer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts[r], errs[r] = ls[r].Connect(ctx, Config{Rank: r, Size: n, Group: 1, Addrs: dialAddrs, Secret: testSecret, PeerTimeout: timeout})
+			ts[r], errs[r] = connect(ctx, ls[r], Config{Addrs: dialAddrs,
+				Common: msg.Common{Rank: r, Size: n, Group: 1, Secret: testSecret, PeerTimeout: timeout}})
 		}()
 	}
 	wg.Wait()
@@ -519,14 +521,14 @@ func TestBackpressure(t *testing.T) {
 
 // aborted reports whether tag's collective is aborted on tr: a Recv from
 // peer fails at once with ErrAborted.
-func aborted(tr *Transport, peer int, tag transport.Tag) bool {
+func aborted(tr *endpoint, peer int, tag transport.Tag) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
 	return errors.Is(tr.Recv(ctx, peer, tag, nil), transport.ErrAborted)
 }
 
 // received is how many bytes tr has read from peer's connections.
-func received(tr *Transport, peer int) int64 {
+func received(tr *endpoint, peer int) int64 {
 	n := int64(0)
 	for _, c := range tr.links[peer].conns {
 		n += c.rx.Load()
@@ -537,7 +539,7 @@ func received(tr *Transport, peer int) int64 {
 // waitArriving calls cancel once part of a large message from peer
 // arrived (more than a frame header and a few control frames since it was
 // called), or once stop is closed.
-func waitArriving(tr *Transport, peer int, cancel func(), stop <-chan struct{}) {
+func waitArriving(tr *endpoint, peer int, cancel func(), stop <-chan struct{}) {
 	defer cancel()
 	base := received(tr, peer)
 	for received(tr, peer)-base < 4096 {
@@ -692,7 +694,7 @@ func TestConnectTimeout(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tr, err := ls[r].Connect(ctx, Config{Rank: r, Size: 3, Group: 1, Addrs: addrs, Secret: testSecret})
+			tr, err := connect(ctx, ls[r], Config{Addrs: addrs, Common: msg.Common{Rank: r, Size: 3, Group: 1, Secret: testSecret}})
 			if tr != nil {
 				_ = tr.Close()
 			}
@@ -708,7 +710,7 @@ func TestConnectTimeout(t *testing.T) {
 }
 
 func TestConfigChecks(t *testing.T) {
-	good := Config{Rank: 0, Size: 2, Addrs: []string{"a:1", "b:2"}, Secret: testSecret}
+	good := Config{Addrs: []string{"a:1", "b:2"}, Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret}}
 	for _, bad := range []func(*Config){
 		func(c *Config) { c.Rank = 2 },
 		func(c *Config) { c.Addrs = c.Addrs[:1] },
@@ -719,15 +721,14 @@ func TestConfigChecks(t *testing.T) {
 		func(c *Config) { c.Peers = []int{0} },
 		func(c *Config) { c.Peers = []int{2} },
 		func(c *Config) { c.Peers = []int{1, 1} },
-		func(c *Config) { c.Peers = []int{} }, // Connect links every other rank
 	} {
 		c := good
 		bad(&c)
-		if _, err := Connect(context.Background(), c); !errors.Is(err, transport.ErrBadArgument) {
+		if _, err := c.normalize(); !errors.Is(err, transport.ErrBadArgument) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
-	one, err := Connect(context.Background(), Config{Size: 1, Secret: testSecret})
+	one, err := connect(context.Background(), nil, Config{Common: msg.Common{Size: 1, Secret: testSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/mesh"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 func frameSeeds() [][]byte {
@@ -48,9 +50,7 @@ func TestWireLayout(t *testing.T) {
 	if got := hex.EncodeToString(fr.bytes()); got != wantFrame {
 		t.Errorf("frame %+v:\n got %s\nwant %s", fr, got, wantFrame)
 	}
-	var back frame
-	back.walk(&fields{b: fr.bytes(), get: true})
-	if back != fr {
+	if back := getFrame(fr.bytes()); back != fr {
 		t.Errorf("frame round trip: %+v, want %+v", back, fr)
 	}
 }
@@ -90,18 +90,18 @@ func FuzzFrame(f *testing.F) {
 
 // pipeTransport returns rank 0 of a group of 2 whose connection to rank 1
 // is a pipe: the caller plays rank 1 on far.
-func pipeTransport(t *testing.T) (tr *Transport, far net.Conn) {
-	cfg, err := Config{Size: 2, Group: 1, Addrs: []string{"x:1", "x:2"}, Secret: testSecret,
-		ConnsPerPeer: 1, MaxFrame: minFrame, MaxBuffered: 64 << 10, EagerMax: 1024}.normalize()
+func pipeTransport(t *testing.T) (tr *endpoint, far net.Conn) {
+	cfg, err := Config{Addrs: []string{"x:1", "x:2"}, ConnsPerPeer: 1, MaxFrame: minFrame,
+		Common: msg.Common{Size: 2, Group: 1, Secret: testSecret, MaxBuffered: 64 << 10, EagerMax: 1024}}.normalize()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr = newTransport(cfg)
 	near, far := net.Pipe()
-	l := tr.links[1]
-	l.conns[0] = newConn(l, 0, near)
-	l.maxFrame, l.window = minFrame, 64<<10
-	if err := tr.start(); err != nil {
+	l := newLink(&cfg, 1, []mesh.Link{{Peer: 1, Conn: near, Hello: ourLimits(cfg)}})
+	tr = &endpoint{links: []*link{nil, l}}
+	tr.Endpoint, err = msg.New(msg.Config{Size: 2, Name: "tcp", MaxBuffered: cfg.MaxBuffered,
+		PeerTimeout: cfg.PeerTimeout, HeartbeatInterval: cfg.HeartbeatInterval}, []msg.Link{nil, l})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return tr, far

@@ -7,6 +7,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
+	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // testSecret is the secret of the groups the tests build.
@@ -27,14 +28,45 @@ func listeners(t testing.TB, n int) ([]*Listener, []string) {
 	return ls, addrs
 }
 
+// endpoint is a test's rank: a msg.Endpoint over its tcp links, as a
+// group's Join makes one.
+type endpoint struct {
+	*msg.Endpoint
+	links []*link // by rank
+}
+
+// connect links cfg's rank on l (nil where no peer dials it) and starts an
+// Endpoint over the links.
+func connect(ctx context.Context, l *Listener, cfg Config) (*endpoint, error) {
+	n, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	links, err := l.ConnectLinks(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := &endpoint{links: make([]*link, n.Size)}
+	for r, l := range links {
+		if l != nil {
+			e.links[r] = l.(*link)
+		}
+	}
+	e.Endpoint, err = msg.New(msg.Config{Rank: n.Rank, Size: n.Size, Name: "tcp", MaxBuffered: n.MaxBuffered,
+		PeerTimeout: n.PeerTimeout, HeartbeatInterval: n.HeartbeatInterval, Poll: spin.PollBudget(msg.EnvPoll, n.Size)}, links)
+	return e, err
+}
+
 // build connects n ranks on loopback, each configured by tweak (which may
 // be nil), and returns them indexed by rank.
-func build(t testing.TB, n int, tweak func(*Config)) []*Transport {
+func build(t testing.TB, n int, tweak func(*Config)) []*endpoint {
 	t.Helper()
 	ls, addrs := listeners(t, n)
-	cfg := func(r int) Config { return Config{Rank: r, Size: n, Group: 77, Addrs: addrs, Secret: testSecret} }
-	return transporttest.ConnectGroup(t, n, cfg, tweak, func(ctx context.Context, c Config) (*Transport, error) {
-		return ls[c.Rank].Connect(ctx, c)
+	cfg := func(r int) Config {
+		return Config{Addrs: addrs, Common: msg.Common{Rank: r, Size: n, Group: 77, Secret: testSecret}}
+	}
+	return transporttest.ConnectGroup(t, n, cfg, tweak, func(ctx context.Context, c Config) (*endpoint, error) {
+		return connect(ctx, ls[c.Rank], c)
 	})
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/mesh"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
@@ -59,9 +61,22 @@ type link struct {
 
 var _ msg.Link = (*link)(nil)
 
-func newLink(cfg *Config, rank int) *link {
-	return &link{cfg: cfg, rank: rank, conns: make([]*conn, cfg.ConnsPerPeer),
-		epoch: time.Now(), down: make(chan struct{})}
+// newLink is the link to rank over its authenticated connections: it
+// keeps the smallest limits they announced.
+func newLink(cfg *Config, rank int, ms []mesh.Link) *link {
+	l := &link{cfg: cfg, rank: rank, conns: make([]*conn, len(ms)), epoch: time.Now(), down: make(chan struct{})}
+	for i, ml := range ms {
+		maxFrame, window := peerLimits(ml.Hello)
+		if tc, ok := ml.Conn.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		l.conns[ml.Index] = newConn(l, ml.Index, ml.Conn)
+		if i == 0 {
+			l.maxFrame, l.window = maxFrame, window
+		}
+		l.maxFrame, l.window = min(l.maxFrame, maxFrame), min(l.window, window)
+	}
+	return l
 }
 
 func (l *link) now() int64 { return int64(time.Since(l.epoch)) }

@@ -22,7 +22,7 @@ func connectLinks(t *testing.T, n int, peers func(r int) []int, tweak func(*Conf
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		cfg := Config{Rank: r, Size: n, Group: 77, Addrs: addrs, Secret: testSecret, Peers: peers(r)}
+		cfg := Config{Addrs: addrs, Common: msg.Common{Rank: r, Size: n, Group: 77, Secret: testSecret, Peers: peers(r)}}
 		if tweak != nil {
 			tweak(&cfg)
 		}
@@ -75,7 +75,7 @@ func TestConformanceMixed(t *testing.T) {
 			return out
 		}
 		links := connectLinks(t, n, odd, nil)
-		pipes := transporttest.Pipes(n, transporttest.PipeConfig{Window: DefaultMaxBuffered})
+		pipes := transporttest.Pipes(n, transporttest.PipeConfig{Window: msg.DefaultMaxBuffered})
 		ts := make([]transport.Transport, n)
 		for r := range n {
 			for j := range n {
@@ -83,8 +83,8 @@ func TestConformanceMixed(t *testing.T) {
 					links[r][j] = pipes[r][j]
 				}
 			}
-			e, err := msg.New(msg.Config{Rank: r, Size: n, Name: "mixed", MaxBuffered: DefaultMaxBuffered,
-				PeerTimeout: DefaultPeerTimeout, HeartbeatInterval: DefaultHeartbeatInterval}, links[r])
+			e, err := msg.New(msg.Config{Rank: r, Size: n, Name: "mixed", MaxBuffered: msg.DefaultMaxBuffered,
+				PeerTimeout: msg.DefaultPeerTimeout, HeartbeatInterval: msg.DefaultHeartbeatInterval}, links[r])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,43 +3,17 @@ package tcp
 import (
 	"errors"
 	"io"
-	"net"
 	"os"
 	"syscall"
-	"time"
-
-	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // Polling. An operation that reads its connection itself (conn.readUntil,
 // in the link's Wait) first polls the socket with reads that do not wait,
-// for a while, before it blocks in the netpoller: a message that arrives while it polls is read at once,
-// with no wake-up of a parked thread (the netpoller's, and the kernel's
-// wake-up of a sleeping reader, which the sender's write pays for on
-// loopback), which on small messages is most of their latency.
-//
-// Polling takes a processor: spin.PollBudget says where it is on (the
-// ranks of this host: Addrs with this rank's host), which Connect gives
-// the Endpoint (msg.Config.Poll), whose spin.Adaptive adapts each wait's
-// budget (Peer.Poll). The variable CHOREO_TCP_POLL (a duration; 0 turns
-// polling off) sets the most.
-
-// envPoll is the variable that sets the polling budget.
-const envPoll = "CHOREO_TCP_POLL"
-
-// pollBudget returns the most a wait polls for cfg's rank.
-func pollBudget(cfg Config) time.Duration {
-	local := 0
-	if cfg.Rank < len(cfg.Addrs) {
-		me, _, err := net.SplitHostPort(cfg.Addrs[cfg.Rank])
-		for _, a := range cfg.Addrs {
-			if h, _, e := net.SplitHostPort(a); err == nil && e == nil && h == me {
-				local++
-			}
-		}
-	}
-	return spin.PollBudget(envPoll, local)
-}
+// for the budget the Endpoint's spin.Adaptive gives it (Peer.Poll), before
+// it blocks in the netpoller: a message that arrives while it polls is
+// read at once, with no wake-up of a parked thread (the netpoller's, and
+// the kernel's wake-up of a sleeping reader, which the sender's write pays
+// for on loopback), which on small messages is most of their latency.
 
 // errWouldBlock is a read that does not wait finding nothing to read.
 var errWouldBlock = errors.New("tcp: read would block")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
@@ -15,9 +16,9 @@ import (
 // ranks whose limits differ, each pair's TrySend sends a message of that
 // size and declines one byte more.
 func TestEagerLimits(t *testing.T) {
-	eager := []int{1024, DefaultEagerMax, DefaultEagerMax}
+	eager := []int{1024, msg.DefaultEagerMax, msg.DefaultEagerMax}
 	frame := []int{DefaultMaxFrame, minFrame, DefaultMaxFrame}
-	window := []int{DefaultMaxBuffered, DefaultMaxBuffered, 2048}
+	window := []int{msg.DefaultMaxBuffered, msg.DefaultMaxBuffered, 2048}
 	ts := build(t, 3, func(c *Config) {
 		c.EagerMax, c.MaxFrame, c.MaxBuffered = eager[c.Rank], frame[c.Rank], window[c.Rank]
 	})

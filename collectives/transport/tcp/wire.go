@@ -40,7 +40,7 @@ const (
 // retractAck is the RETRACT flag that asks for a CTS ctsDone.
 const retractAck = 1
 
-// frame is a frame header.
+// frame is a frame header; the types above say what each one carries.
 //
 // Layout (big endian): type u8 [0], flags u8 [1], reserved u16 [2:4] (0),
 // payload length u32 [4:8], group u64 [8:16], seq u64 [16:24],
@@ -58,8 +58,16 @@ type frame struct {
 var errFrame = errors.New("bad frame")
 
 func putFrame(b []byte, f *frame) {
+	be := binary.BigEndian
 	_ = b[hdrSize-1]
-	f.walk(&fields{b: b})
+	b[0], b[1], b[2], b[3] = f.Type, f.Flags, 0, 0
+	be.PutUint32(b[4:], f.Len)
+	be.PutUint64(b[8:], f.Group)
+	be.PutUint64(b[16:], f.Seq)
+	be.PutUint32(b[24:], f.Step)
+	be.PutUint32(b[28:], f.Origin)
+	be.PutUint64(b[32:], f.ID)
+	be.PutUint64(b[40:], f.Size)
 }
 
 func (f *frame) bytes() []byte {
@@ -68,20 +76,11 @@ func (f *frame) bytes() []byte {
 	return b
 }
 
-// walk puts f into c or gets it from c, at the offsets of the layout (see
-// frame); putting writes the reserved bytes as zeros, getting leaves them
-// to decodeFrame's check.
-func (f *frame) walk(c *fields) {
-	c.u8(0, &f.Type)
-	c.u8(1, &f.Flags)
-	c.reserved(2, 2)
-	c.u32(4, &f.Len)
-	c.u64(8, &f.Group)
-	c.u64(16, &f.Seq)
-	c.u32(24, &f.Step)
-	c.u32(28, &f.Origin)
-	c.u64(32, &f.ID)
-	c.u64(40, &f.Size)
+// getFrame reads a header's fields, unchecked (see decodeFrame).
+func getFrame(b []byte) frame {
+	be := binary.BigEndian
+	return frame{Type: b[0], Flags: b[1], Len: be.Uint32(b[4:]), Group: be.Uint64(b[8:]), Seq: be.Uint64(b[16:]),
+		Step: be.Uint32(b[24:]), Origin: be.Uint32(b[28:]), ID: be.Uint64(b[32:]), Size: be.Uint64(b[40:])}
 }
 
 // decodeFrame parses and checks a frame header: a known type, reserved
@@ -95,7 +94,7 @@ func decodeFrame(b []byte, maxFrame int) (frame, error) {
 	if len(b) < hdrSize {
 		return f, fmt.Errorf("%w: %d header bytes", errFrame, len(b))
 	}
-	f.walk(&fields{b: b, get: true})
+	f = getFrame(b)
 	if f.Type == 0 || f.Type > fMax {
 		return f, fmt.Errorf("%w: type %d", errFrame, f.Type)
 	}
@@ -124,60 +123,4 @@ func decodeFrame(b []byte, maxFrame int) (frame, error) {
 		return f, fmt.Errorf("%w: type %d with flags %#x", errFrame, f.Type, f.Flags)
 	}
 	return f, nil
-}
-
-// fields puts the fields of a fixed big-endian layout into b, each at its
-// offset, or, with get, gets them from b. A message's walk method names its
-// fields once, with their offsets, for both directions.
-type fields struct {
-	b   []byte
-	get bool
-}
-
-func (c *fields) u8(off int, v *uint8) {
-	if c.get {
-		*v = c.b[off]
-	} else {
-		c.b[off] = *v
-	}
-}
-
-func (c *fields) u16(off int, v *uint16) {
-	if c.get {
-		*v = binary.BigEndian.Uint16(c.b[off:])
-	} else {
-		binary.BigEndian.PutUint16(c.b[off:], *v)
-	}
-}
-
-func (c *fields) u32(off int, v *uint32) {
-	if c.get {
-		*v = binary.BigEndian.Uint32(c.b[off:])
-	} else {
-		binary.BigEndian.PutUint32(c.b[off:], *v)
-	}
-}
-
-func (c *fields) u64(off int, v *uint64) {
-	if c.get {
-		*v = binary.BigEndian.Uint64(c.b[off:])
-	} else {
-		binary.BigEndian.PutUint64(c.b[off:], *v)
-	}
-}
-
-func (c *fields) bytes(off int, v []byte) {
-	if c.get {
-		copy(v, c.b[off:])
-	} else {
-		copy(c.b[off:], v)
-	}
-}
-
-// reserved is n bytes at off that carry nothing: put as zeros, left alone
-// on get (the decoder checks them).
-func (c *fields) reserved(off, n int) {
-	if !c.get {
-		clear(c.b[off : off+n])
-	}
 }
