@@ -1,6 +1,8 @@
 package transporttest
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,18 +34,8 @@ var DefaultPipe = PipeConfig{EagerMax: 4 << 10, Chunk: 16 << 10, MaxRTS: 64, Win
 
 func (c PipeConfig) withDefaults() PipeConfig {
 	d := DefaultPipe
-	if c.EagerMax == 0 {
-		c.EagerMax = d.EagerMax
-	}
-	if c.Chunk == 0 {
-		c.Chunk = d.Chunk
-	}
-	if c.MaxRTS == 0 {
-		c.MaxRTS = d.MaxRTS
-	}
-	if c.Window == 0 {
-		c.Window = d.Window
-	}
+	c.EagerMax, c.Chunk = cmp.Or(c.EagerMax, d.EagerMax), cmp.Or(c.Chunk, d.Chunk)
+	c.MaxRTS, c.Window = cmp.Or(c.MaxRTS, d.MaxRTS), cmp.Or(c.Window, d.Window)
 	return c
 }
 
@@ -84,34 +76,8 @@ var (
 	_ msg.SingleCopy = singlePipe{}
 )
 
-// Frame kinds.
-const (
-	pEager = iota
-	pAnnounce
-	pChunk
-	pAnswer
-	pRetract
-	pCredit
-	pAbort
-	pPing
-	pEnd
-)
-
-// pipeFrame is one frame in a pipe.
-type pipeFrame struct {
-	kind   int
-	tag    transport.Tag
-	id     uint64
-	size   uint64
-	addr   uint64
-	off    int
-	data   []byte
-	answer msg.Answer
-	ack    bool
-	n      int64
-	at     int64
-	code   transport.CauseCode
-}
+// pipeFrame is one frame in a pipe: what the receiving end does with it.
+type pipeFrame func(p *Pipe) error
 
 // NewPipe returns the two ends of a pipe link.
 func NewPipe(cfg PipeConfig) (a, b *Pipe) {
@@ -163,15 +129,9 @@ func PipeEndpoints(n int, cfg PipeConfig, base msg.Config) ([]*msg.Endpoint, [][
 	if base.MaxBuffered == 0 {
 		base.MaxBuffered = cfg.Window
 	}
-	if base.PeerTimeout == 0 {
-		base.PeerTimeout = 10 * time.Second
-	}
-	if base.HeartbeatInterval == 0 {
-		base.HeartbeatInterval = 100 * time.Millisecond
-	}
-	if base.Name == "" {
-		base.Name = "pipe"
-	}
+	base.PeerTimeout = cmp.Or(base.PeerTimeout, 10*time.Second)
+	base.HeartbeatInterval = cmp.Or(base.HeartbeatInterval, 100*time.Millisecond)
+	base.Name = cmp.Or(base.Name, "pipe")
 	links := Pipes(n, cfg)
 	eps := make([]*msg.Endpoint, n)
 	for r := range n {
@@ -249,8 +209,7 @@ func (p *Pipe) Limits() msg.Limits {
 // LaneOf is 0: a pipe has one lane.
 func (p *Pipe) LaneOf(transport.Tag) int { return 0 }
 
-// send puts f in the other end's queue (copying nothing: callers pass
-// their own copies).
+// send puts f in the other end's queue (f holds copies of what it sends).
 func (p *Pipe) send(f pipeFrame) {
 	if p.muted.Load() || p.down() {
 		return
@@ -299,7 +258,14 @@ func (p *Pipe) Eager(ctx context.Context, tag transport.Tag, data []byte, _ bool
 	}
 	p.credit -= cost
 	p.mu.Unlock()
-	p.send(pipeFrame{kind: pEager, tag: tag, data: append([]byte(nil), data...)})
+	data = bytes.Clone(data)
+	p.send(func(r *Pipe) error {
+		s, err := r.peer.Eager(tag, len(data))
+		if err != nil {
+			return err
+		}
+		return feed(s, data)
+	})
 	return true, nil
 }
 
@@ -309,15 +275,15 @@ func (p *Pipe) Announce(ctx context.Context, tag transport.Tag, id uint64, data 
 	if err := transport.CtxError(ctx); err != nil {
 		return false, false, err
 	}
-	f := pipeFrame{kind: pAnnounce, tag: tag, id: id, size: uint64(len(data))}
+	addr := uint64(0)
 	if m := p.cfg.SingleCopyMin; m > 0 && len(data) >= m {
-		f.addr = id
+		addr = id
 		p.mu.Lock()
 		p.offers[id] = data
 		p.mu.Unlock()
 	}
-	p.send(f)
-	return true, f.addr != 0, nil
+	p.send(func(r *Pipe) error { return r.peer.Announced(0, tag, id, uint64(len(data)), addr) })
+	return true, addr != 0, nil
 }
 
 // Chunk sends part of message id.
@@ -325,31 +291,47 @@ func (p *Pipe) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int,
 	if err := transport.CtxError(ctx); err != nil {
 		return false, err
 	}
-	p.send(pipeFrame{kind: pChunk, tag: tag, id: id, off: off, data: append([]byte(nil), part...)})
+	part = bytes.Clone(part)
+	p.send(func(r *Pipe) error {
+		s, err := r.peer.Chunk(id, uint64(off), len(part))
+		if err != nil {
+			return err
+		}
+		return feed(s, part)
+	})
 	return true, nil
 }
 
 // Answer answers the announce of message id.
 func (p *Pipe) Answer(_ int, id uint64, a msg.Answer) {
-	p.send(pipeFrame{kind: pAnswer, id: id, answer: a})
+	p.send(func(r *Pipe) error {
+		r.mu.Lock()
+		delete(r.offers, id)
+		r.mu.Unlock()
+		r.peer.Answered(id, a)
+		return nil
+	})
 }
 
 // Retract withdraws message id.
 func (p *Pipe) Retract(tag transport.Tag, id uint64, ack bool) {
-	p.send(pipeFrame{kind: pRetract, tag: tag, id: id, ack: ack})
+	p.send(func(r *Pipe) error { return r.peer.Retracted(id, ack) })
 }
 
 // Consumed hands n bytes of this end's window back to the other.
-func (p *Pipe) Consumed(n int64) { p.send(pipeFrame{kind: pCredit, n: n}) }
+func (p *Pipe) Consumed(n int64) { p.send(func(r *Pipe) error { return r.credited(n) }) }
 
 // Abort tells the other end of an abort.
 func (p *Pipe) Abort(a *transport.AbortError, at int64) {
-	p.send(pipeFrame{kind: pAbort, tag: transport.Tag{Group: a.Group, Seq: a.Seq}, at: at,
-		code: transport.CodeOf(a.Cause), data: []byte(a.Cause.Error())})
+	code, text := transport.CodeOf(a.Cause), a.Cause.Error()
+	p.send(func(r *Pipe) error {
+		r.peer.Aborted(a.Group, a.Seq, at, code, text)
+		return nil
+	})
 }
 
 // Ping tells the other end this one lives.
-func (p *Pipe) Ping() { p.send(pipeFrame{kind: pPing}) }
+func (p *Pipe) Ping() { p.send(func(*Pipe) error { return nil }) }
 
 // Hold counts an operation waiting for a frame (the reader runs whenever
 // frames come, so nothing else is needed).
@@ -408,7 +390,11 @@ func (p *Pipe) Close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.down() {
-		o.frames = append(o.frames, pipeFrame{kind: pEnd})
+		o.frames = append(o.frames, func(r *Pipe) error {
+			r.gone.Store(true)
+			r.peer.Lose(errors.New("pipe closed by the other end"))
+			return nil
+		})
 		o.kickLocked()
 	}
 }
@@ -446,7 +432,7 @@ func (p *Pipe) read() {
 			if p.gone.Load() {
 				break
 			}
-			if err := p.deliver(&batch[i]); err != nil {
+			if err := batch[i](p); err != nil {
 				p.gone.Store(true)
 				p.peer.Protocol(err)
 			}
@@ -455,42 +441,6 @@ func (p *Pipe) read() {
 		p.signalLocked()
 		p.mu.Unlock()
 	}
-}
-
-// deliver hands one frame to the Peer.
-func (p *Pipe) deliver(f *pipeFrame) error {
-	peer := p.peer
-	switch f.kind {
-	case pEager:
-		s, err := peer.Eager(f.tag, len(f.data))
-		if err != nil {
-			return err
-		}
-		return feed(s, f.data)
-	case pAnnounce:
-		return peer.Announced(0, f.tag, f.id, f.size, f.addr)
-	case pChunk:
-		s, err := peer.Chunk(f.id, uint64(f.off), len(f.data))
-		if err != nil {
-			return err
-		}
-		return feed(s, f.data)
-	case pAnswer:
-		p.mu.Lock()
-		delete(p.offers, f.id)
-		p.mu.Unlock()
-		peer.Answered(f.id, f.answer)
-	case pRetract:
-		return peer.Retracted(f.id, f.ack)
-	case pCredit:
-		return p.credited(f.n)
-	case pAbort:
-		peer.Aborted(f.tag.Group, f.tag.Seq, f.at, f.code, string(f.data))
-	case pEnd:
-		p.gone.Store(true)
-		peer.Lose(errors.New("pipe closed by the other end"))
-	}
-	return nil
 }
 
 // credited takes n bytes of window back.

@@ -122,35 +122,38 @@ func testRankSize(t *testing.T, mk MakeFunc) {
 	}
 }
 
+// Every rank sends every other one a message at once.
 func testAllPairs(t *testing.T, mk MakeFunc) {
-	const n = 4
-	ts := group(t, mk, n)
+	allPairs(t, group(t, mk, 4), 1, func(s, d, _ int) (transport.Tag, int) {
+		return transport.Tag{Group: 1, Seq: uint64(s*4 + d), Step: 3}, 100 + s*10 + d
+	})
+}
+
+// allPairs has every rank of ts send every other one k messages at once,
+// the i-th under tag(s, d, i) of the size it gives, and checks them.
+func allPairs(t *testing.T, ts []transport.Transport, k int, tag func(s, d, i int) (transport.Tag, int)) {
 	ctx := ctxLong(t)
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*n*n)
-	for s := 0; s < n; s++ {
-		for d := 0; d < n; d++ {
-			if s == d {
-				continue
-			}
-			tag := transport.Tag{Group: 1, Seq: uint64(s*n + d), Step: 3}
-			want := pattern(100+s*10+d, byte(s*16+d))
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				errs <- ts[s].Send(ctx, d, tag, want)
-			}()
-			go func() {
-				defer wg.Done()
-				got := make([]byte, len(want))
-				if err := ts[d].Recv(ctx, s, tag, got); err != nil {
+	n := len(ts)
+	errs := make(chan error, 2*n*n*k)
+	for s := range n {
+		for d := range n {
+			for i := range k {
+				if s == d {
+					continue
+				}
+				tag, size := tag(s, d, i)
+				want := pattern(size, byte(s*16+d+i))
+				wg.Go(func() { errs <- ts[s].Send(ctx, d, tag, want) })
+				wg.Go(func() {
+					got := make([]byte, len(want))
+					err := ts[d].Recv(ctx, s, tag, got)
+					if err == nil && !bytes.Equal(got, want) {
+						err = fmt.Errorf("%d->%d %v: wrong bytes", s, d, tag)
+					}
 					errs <- err
-					return
-				}
-				if !bytes.Equal(got, want) {
-					errs <- fmt.Errorf("%d->%d: wrong bytes", s, d)
-				}
-			}()
+				})
+			}
 		}
 	}
 	wg.Wait()
@@ -462,41 +465,7 @@ func testClose(t *testing.T, mk MakeFunc) {
 
 // Many exchanges on distinct tags, all pairs, at once.
 func testConcurrent(t *testing.T, mk MakeFunc) {
-	const n, k = 4, 16
-	ts := group(t, mk, n)
-	ctx := ctxLong(t)
-	var wg sync.WaitGroup
-	errs := make(chan error, n*n*k*2)
-	for s := 0; s < n; s++ {
-		for d := 0; d < n; d++ {
-			if s == d {
-				continue
-			}
-			for i := 0; i < k; i++ {
-				tag := transport.Tag{Group: uint64(i % 3), Seq: uint64(i), Step: uint32(s*n + d)}
-				want := pattern(1+i*513, byte(s+d+i))
-				wg.Add(2)
-				go func() {
-					defer wg.Done()
-					errs <- ts[s].Send(ctx, d, tag, want)
-				}()
-				go func() {
-					defer wg.Done()
-					got := make([]byte, len(want))
-					err := ts[d].Recv(ctx, s, tag, got)
-					if err == nil && !bytes.Equal(got, want) {
-						err = fmt.Errorf("%d->%d %v: wrong bytes", s, d, tag)
-					}
-					errs <- err
-				}()
-			}
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	allPairs(t, group(t, mk, 4), 16, func(s, d, i int) (transport.Tag, int) {
+		return transport.Tag{Group: uint64(i % 3), Seq: uint64(i), Step: uint32(s*4 + d)}, 1 + i*513
+	})
 }
