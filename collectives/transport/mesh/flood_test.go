@@ -94,25 +94,8 @@ func TestFloodDoesNotKeepPeersOut(t *testing.T) {
 		runtime.ReadMemStats(&base)
 		baseG := runtime.NumGoroutine()
 		cfgs, addrs := group(t, k, n)
-		fctx, stopFlood := context.WithCancel(ctx)
-		var made atomic.Uint64
-		var waits []func()
-		for r := 1; r < n; r++ { // rank 0 only dials
-			waits = append(waits, flood(fctx, k, addrs[r], strangers, &made))
-		}
-		defer func() {
-			stopFlood()
-			for _, w := range waits {
-				w()
-			}
-		}()
-		// The flood is in every listener's backlog before the ranks start.
-		for made.Load() < uint64((n-1)*strangers) {
-			if ctx.Err() != nil {
-				t.Fatalf("the flood made only %d connections", made.Load())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		made, stopFlood := floodAll(t, ctx, k, addrs[1:], strangers) // rank 0 only dials
+		defer stopFlood()
 		sampled, stopSampling := make(chan struct{}), make(chan struct{})
 		var peakG int
 		var peakHeap uint64
@@ -156,6 +139,32 @@ func TestFloodDoesNotKeepPeersOut(t *testing.T) {
 		}
 		checkMesh(t, cfgs, ms)
 	})
+}
+
+// floodAll has strangers connections dial each of addrs, and returns once
+// they are all in the listeners' backlogs, with their count so far and
+// the func that ends the flood and waits for it.
+func floodAll(t *testing.T, ctx context.Context, k netKind, addrs []string, strangers int) (*atomic.Uint64, func()) {
+	fctx, stop := context.WithCancel(ctx)
+	made := new(atomic.Uint64)
+	var waits []func()
+	for _, a := range addrs {
+		waits = append(waits, flood(fctx, k, a, strangers, made))
+	}
+	end := func() {
+		stop()
+		for _, w := range waits {
+			w()
+		}
+	}
+	for made.Load() < uint64(len(addrs)*strangers) {
+		if ctx.Err() != nil {
+			end()
+			t.Fatalf("the flood made only %d connections", made.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return made, end
 }
 
 // acceptAlone runs rank 1 of a group of two over k, whose rank 0 the test
