@@ -17,7 +17,7 @@ const module = "github.com/choreo-gpu/choreo/"
 var layer = map[string]int{
 	"internal/errs": 0, "internal/gate": 0, "internal/spin": 0, "gpu/half": 0, "internal/layers": 0, "internal/pool": 0,
 	"internal/localrank": 0, "wire": 0, "trace": 0, "metrics": 0,
-	"gpu":         1,
+	"gpu": 1, "launch": 1,
 	"metalshader": 2, "gpu/cuda/nccl": 2,
 	"gpu/sim": 3, "gpu/cuda": 3, "gpu/metal": 3, "gpu/gputest": 3, "internal/darwincheck": 3,
 	"actors": 4, "gpu/backends": 4,

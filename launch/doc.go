@@ -1,0 +1,46 @@
+// Package launch starts the ranks of a program that joins a group
+// (collectives.Join with collectives.FromEnv) and watches them to the
+// end: on one host, on several hosts with one launcher each (as torchrun
+// does), or on several hosts from one launcher over SSH (as mpirun and
+// mlx.launch do). cmd/choreorun is its command line; `demo launch` uses
+// it too.
+//
+//	err := launch.Run(launch.Spec{Argv: []string{"./prog", "--steps", "10"}, NProcPerNode: 4, TagOutput: true})
+//	var ee *launch.ExitError
+//	if errors.As(err, &ee) { // one line: which rank failed, how, its last line
+//		fmt.Fprintln(os.Stderr, "prog:", err)
+//		os.Exit(ee.Code)
+//	}
+//
+// Each rank gets CHOREO_RANK, CHOREO_LOCAL_RANK (its index on its node),
+// CHOREO_WORLD_SIZE, CHOREO_COORDINATOR (rank 0's control-plane
+// host:port), CHOREO_SECRET, CHOREO_RUN and GOMAXPROCS (the host's
+// processors shared out, unless set), over the environment it inherits
+// and under Spec.Env. Only rank 0's port is known up front: every other
+// rank binds its own ports and reports them at the rendezvous. On one
+// host the launcher picks rank 0's port itself, at random outside the
+// kernel's ephemeral port range and free when probed, so that no port a
+// rank binds with port 0 and no outgoing connection can take it in the
+// moment between the probe and rank 0's bind (rank 0's control plane
+// binds by address, so the launcher cannot hand it an open listener).
+// With several nodes the coordinator is given (the same host:port to
+// every node's launcher, and the same CHOREO_SECRET).
+//
+// The secret is made per launch (32 random bytes in hex) unless given,
+// and it reaches the ranks through their environment only: never a
+// command line, also across SSH, where it travels on the SSH command's
+// standard input to the choreorun on the other host.
+//
+// Each rank runs in a process group of its own and, on Linux, dies with
+// its launcher even when the launcher is killed outright. A rank that
+// exits unsuccessfully, at start or later, stops the launch: every other
+// rank gets SIGTERM, then SIGKILL after the grace period, and Run returns
+// an *ExitError of one line of at most MaxSummary bytes ("rank 17 exited
+// 1 after 0.42s: <its last line, cut>; 255 others stopped"). A signal
+// (Ctrl-C) stops every rank the same way, and Run's error carries exit
+// status 128 + the signal.
+//
+// Output comes back line by line (never two ranks' lines mixed within
+// one), each led by "[rank] " with Spec.TagOutput, or into one file per
+// rank with Spec.LogDir.
+package launch

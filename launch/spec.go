@@ -1,0 +1,177 @@
+package launch
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Spec is one launch: what to run, how many ranks, where, and what they
+// get. Run reads it; the zero values of the optional fields are the
+// defaults named.
+type Spec struct {
+	// Argv is the program each rank runs and its arguments (searched in
+	// PATH when it has no slash).
+	Argv []string
+	// NProcPerNode is the number of ranks on each node (at least 1).
+	NProcPerNode int
+	// NNodes is the number of nodes (hosts, or launchers acting as hosts);
+	// default 1. With more than one, each node's ranks are
+	// NodeRank*NProcPerNode and on, and every node needs the same
+	// Coordinator and the same Secret.
+	NNodes   int
+	NodeRank int
+	// Coordinator is rank 0's control-plane "host:port", which every rank
+	// is given (CHOREO_COORDINATOR); every other port is bound by its own
+	// rank and reported at the rendezvous. On one node it may be left
+	// empty (127.0.0.1 and a port chosen here) or given a port 0 (a port
+	// chosen here on that host): the port is chosen outside the kernel's
+	// ephemeral range, so that nothing the ranks bind or dial can take it
+	// before rank 0 binds it. With several nodes it must name a port.
+	Coordinator string
+	// Hosts, when set, runs node i on Hosts[i] ("host" or "user@host"),
+	// each started as SSH + host + Remote's command line (a choreorun
+	// there, with this Spec's flags); NNodes is then len(Hosts) and this
+	// process runs no rank itself. Node 0's choreorun chooses the
+	// coordinator's port on Hosts[0] and reports it before the other
+	// nodes start. The secret, the run and Env reach the other hosts on
+	// the SSH command's standard input, never on a command line.
+	Hosts []string
+	// SSH is the command that runs a command line on a host: it is given
+	// the host, then the command line as one shell-quoted argument.
+	// Default {"ssh", "-o", "BatchMode=yes"}.
+	SSH []string
+	// Remote is the choreorun command on the other hosts; default this
+	// executable's path.
+	Remote []string
+	// Env holds "KEY=VALUE" entries every rank gets, over what it
+	// inherits and what the launcher sets.
+	Env []string
+	// RankEnv, if set, gives each rank (by global rank) more entries; not
+	// with Hosts.
+	RankEnv func(rank int) []string
+	// Secret is the ranks' shared secret (CHOREO_SECRET, at least 16
+	// bytes); default 32 random bytes in hex, made for this launch, on one
+	// node. It reaches the ranks through their environment only.
+	Secret string
+	// Run names the run (CHOREO_RUN); default a random name on one node,
+	// else one derived from the secret and the coordinator (every node
+	// derives the same).
+	Run string
+	// TagOutput leads each line of a rank's output with "[rank] ". Lines
+	// are whole either way: ranks' lines never interleave mid-line.
+	TagOutput bool
+	// LogDir, if set, sends each rank's output (stdout and stderr) to
+	// LogDir/rank-<rank>.log, created, instead of this process's.
+	LogDir string
+	// Grace is how long a rank asked to stop (SIGTERM to its process
+	// group) may take before it is killed; default 3 s.
+	Grace time.Duration
+	// Deadline, if positive, stops every rank after this long.
+	Deadline time.Duration
+	// PeerLostExit, if not 0, is the exit status of a rank that failed
+	// only because another was lost: the rank that failed first is then
+	// named instead, if it shows within a second (at most the grace).
+	PeerLostExit int
+	// Stdout and Stderr receive the ranks' lines; default this process's.
+	Stdout, Stderr io.Writer
+	// Signals stop the launch (a second one kills at once); default
+	// SIGINT and SIGTERM to this process.
+	Signals <-chan os.Signal
+	// Started, if set, is called with every rank's pid once all have
+	// started (with Hosts: every node's SSH command's).
+	Started func(pids []int)
+	// Log receives the launcher's own events; default none.
+	Log *zap.Logger
+
+	// agent: this node was started by another launcher over SSH: a chosen
+	// coordinator port is reported on Stdout before any rank starts.
+	agent bool
+}
+
+// Defaults.
+const (
+	DefaultGrace = 3 * time.Second
+	// reapTimeout bounds the wait for processes after SIGKILL.
+	reapTimeout = 5 * time.Second
+	// peerLostWindow bounds how long the launcher, having seen a rank that
+	// lost a peer, waits for the rank that failed first.
+	peerLostWindow = time.Second
+	// minSecret is the shortest secret the ranks accept.
+	minSecret = 16
+)
+
+// withDefaults fills the defaults and checks s.
+func (s Spec) withDefaults() (Spec, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("launch: %s: %w", fmt.Sprintf(format, a...), ErrBadArgument)
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return s, bad("no program to run")
+	}
+	if len(s.Hosts) > 0 {
+		if s.NNodes != 0 && s.NNodes != len(s.Hosts) {
+			return s, bad("%d nodes for %d hosts", s.NNodes, len(s.Hosts))
+		}
+		s.NNodes = len(s.Hosts)
+		for _, h := range s.Hosts {
+			if h == "" || strings.ContainsAny(h, " \t\n'\"") {
+				return s, bad("host %q", h)
+			}
+		}
+		if s.RankEnv != nil {
+			return s, bad("per-rank variables cannot reach other hosts")
+		}
+	}
+	if s.NNodes == 0 {
+		s.NNodes = 1
+	}
+	switch {
+	case s.NProcPerNode < 1:
+		return s, bad("%d ranks per node, want at least 1", s.NProcPerNode)
+	case s.NNodes < 1:
+		return s, bad("%d nodes", s.NNodes)
+	case s.NodeRank < 0 || s.NodeRank >= s.NNodes:
+		return s, bad("node rank %d of %d nodes", s.NodeRank, s.NNodes)
+	case s.Secret != "" && len(s.Secret) < minSecret:
+		return s, bad("the secret has %d bytes, want at least %d", len(s.Secret), minSecret)
+	case s.NNodes > 1 && len(s.Hosts) == 0 && s.Secret == "":
+		return s, bad("%d nodes need one secret: set CHOREO_SECRET (the same on every node, at least %d bytes)", s.NNodes, minSecret)
+	case s.NNodes > 1 && len(s.Hosts) == 0 && !s.agent && hasNoPort(s.Coordinator):
+		return s, bad("%d nodes need the coordinator's host:port (rank 0's, on node 0), the same on every node", s.NNodes)
+	}
+	for _, e := range s.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return s, bad("variable %q, want KEY=VALUE", e)
+		}
+	}
+	if s.Grace <= 0 {
+		s.Grace = DefaultGrace
+	}
+	if len(s.SSH) == 0 {
+		s.SSH = []string{"ssh", "-o", "BatchMode=yes"}
+	}
+	if s.Stdout == nil {
+		s.Stdout = os.Stdout
+	}
+	if s.Stderr == nil {
+		s.Stderr = os.Stderr
+	}
+	if s.Log == nil {
+		s.Log = zap.NewNop()
+	}
+	return s, nil
+}
+
+// hasNoPort reports whether addr is empty or names port 0 (or none).
+func hasNoPort(addr string) bool {
+	if addr == "" {
+		return true
+	}
+	_, p, err := splitHostPort(addr)
+	return err != nil || p == 0
+}
