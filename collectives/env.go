@@ -3,8 +3,7 @@ package collectives
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"net"
+		"net"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+	"github.com/choreo-gpu/choreo/launch"
 )
 
 // JoinConfig says how this process finds the other ranks of its group.
@@ -75,58 +75,60 @@ const DefaultJoinTimeout = 60 * time.Second
 // JoinConfig.PeerTimeout sets one.
 const DefaultPeerTimeout = actors.DefaultPeerTimeout
 
-// Environment variables read by FromEnv.
+// Environment variables read by FromEnv. The launch package sets the
+// first six.
 const (
-	EnvRank        = "CHOREO_RANK"
-	EnvWorldSize   = "CHOREO_WORLD_SIZE"
-	EnvHostfile    = "CHOREO_HOSTFILE"
-	EnvCoordinator = "CHOREO_COORDINATOR"
-	EnvSecret      = "CHOREO_SECRET"
-	EnvRun         = "CHOREO_RUN"
+	EnvRank        = launch.EnvRank
+	EnvWorldSize   = launch.EnvWorldSize
+	EnvCoordinator = launch.EnvCoordinator
+	EnvSecret      = launch.EnvSecret
+	EnvRun         = launch.EnvRun
+	EnvHostfile    = launch.EnvHostfile
 	EnvJoinTimeout = "CHOREO_JOIN_TIMEOUT"
 	EnvTransport   = "CHOREO_TRANSPORT"
 	EnvPeerTimeout = "CHOREO_PEER_TIMEOUT"
 	EnvHostID      = "CHOREO_HOST_ID"
 )
 
-// FromEnv reads this process's JoinConfig from the environment, trying
-// each launcher's variables in turn:
-//   - choreo's (demo launch): CHOREO_RANK, CHOREO_WORLD_SIZE and
-//     CHOREO_HOSTFILE, the path of a JSON list of "host:port" indexed by
-//     rank (or the list itself), or CHOREO_COORDINATOR;
-//   - torchrun's: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (rank 0 hosts
-//     the rendezvous at MASTER_PORT+1 under torchrun's agent, whose own
-//     store holds MASTER_PORT; at MASTER_PORT otherwise);
-//   - Open MPI's: OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE;
-//   - Slurm's: SLURM_PROCID and SLURM_NTASKS.
+// launcherVars is each launcher's rank and world-size variables, in the
+// order FromEnv tries them: choreo's first, so that they win when set.
+var launcherVars = []struct{ source, rank, size string }{
+	{"choreo", EnvRank, EnvWorldSize},
+	{"torchrun", "RANK", "WORLD_SIZE"},
+	{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+	{"slurm", "SLURM_PROCID", "SLURM_NTASKS"},
+}
+
+// FromEnv reads this process's JoinConfig from the environment, from the
+// variables of whichever launcher started it; where several launchers'
+// variables are set, each value comes from the first of them that holds
+// it, choreo's winning:
+//   - the rank: CHOREO_RANK, else torchrun's RANK, Open MPI's
+//     OMPI_COMM_WORLD_RANK, Slurm's SLURM_PROCID (the local rank, for a
+//     GPU's choice, is LocalRank's: CHOREO_LOCAL_RANK, LOCAL_RANK,
+//     OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID);
+//   - the world size: CHOREO_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE,
+//     SLURM_NTASKS;
+//   - where rank 0 hosts the rendezvous: CHOREO_HOSTFILE (every rank's
+//     "host:port", a JSON list indexed by rank, as a path or inline), else
+//     CHOREO_COORDINATOR (rank 0's "host:port"; every other rank binds a
+//     free port and reports it), else MASTER_ADDR and MASTER_PORT (under
+//     torchrun's agent, TORCHELASTIC_RUN_ID set, at MASTER_PORT+1: the
+//     agent's own store holds MASTER_PORT). Open MPI and Slurm give their
+//     ranks no shared address, so there one of these must be passed on
+//     (`mpirun -x CHOREO_COORDINATOR`);
+//   - the run: CHOREO_RUN, else TORCHELASTIC_RUN_ID, Open MPI's job
+//     (PMIX_NAMESPACE), Slurm's job and step.
 //
-// Under Open MPI and Slurm the rendezvous is at CHOREO_COORDINATOR, or
-// MASTER_ADDR:MASTER_PORT, or else, when every rank runs on this host, at
-// 127.0.0.1 on a port derived from the job id. CHOREO_SECRET is always
-// needed (pass it on: `mpirun -x CHOREO_SECRET`); CHOREO_RUN,
+// CHOREO_SECRET is always needed (pass it on: `mpirun -x CHOREO_SECRET`);
 // CHOREO_JOIN_TIMEOUT, CHOREO_TRANSPORT, CHOREO_PEER_TIMEOUT and
-// CHOREO_HOST_ID are optional. What cannot be read is left in Err, naming the variable.
+// CHOREO_HOST_ID are optional. What cannot be read is left in Err, naming
+// the variable; Join reports it.
 func FromEnv() JoinConfig { return fromEnv(os.Getenv) }
 
 // fromEnv is FromEnv over any lookup.
 func fromEnv(get func(string) string) JoinConfig {
-	var c JoinConfig
-	var err error
-	switch {
-	case get(EnvRank) != "" || get(EnvWorldSize) != "":
-		c, err = choreoEnv(get)
-	case get("RANK") != "" && get("WORLD_SIZE") != "":
-		c, err = torchrunEnv(get)
-	case get("OMPI_COMM_WORLD_RANK") != "":
-		c, err = jobEnv(get, "openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-			"OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid")
-	case get("SLURM_PROCID") != "":
-		c, err = jobEnv(get, "slurm", "SLURM_PROCID", "SLURM_NTASKS",
-			"SLURM_NTASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID")
-	default:
-		err = fmt.Errorf("no launcher's variables found (want %s and %s, torchrun's RANK and WORLD_SIZE, Open MPI's or Slurm's)",
-			EnvRank, EnvWorldSize)
-	}
+	c, err := launcherEnv(get)
 	if err == nil {
 		err = commonEnv(get, &c)
 	}
@@ -136,84 +138,95 @@ func fromEnv(get func(string) string) JoinConfig {
 	return c
 }
 
-// choreoEnv reads demo launch's variables.
-func choreoEnv(get func(string) string) (JoinConfig, error) {
-	c := JoinConfig{Source: "choreo"}
-	var err error
-	if c.Rank, c.Size, err = rankSize(get, EnvRank, EnvWorldSize); err != nil {
-		return c, err
+// launcherEnv reads the rank, the world size, the rendezvous's address
+// and the run.
+func launcherEnv(get func(string) string) (JoinConfig, error) {
+	var c JoinConfig
+	rankVar, sizeVar := "", ""
+	for _, l := range launcherVars {
+		if rankVar == "" && strings.TrimSpace(get(l.rank)) != "" {
+			rankVar, c.Source = l.rank, l.source
+		}
+		if sizeVar == "" && strings.TrimSpace(get(l.size)) != "" {
+			sizeVar = l.size
+		}
 	}
-	switch hf := strings.TrimSpace(get(EnvHostfile)); {
-	case hf != "":
-		c.Hosts, err = readHosts(hf)
-	case get(EnvCoordinator) != "":
-		c.Coordinator = get(EnvCoordinator)
-	default:
-		err = fmt.Errorf("neither %s nor %s is set", EnvHostfile, EnvCoordinator)
+	switch {
+	case rankVar == "" && sizeVar == "":
+		return c, fmt.Errorf("no launcher's variables found: want %s and %s (choreorun), torchrun's RANK and WORLD_SIZE, Open MPI's or Slurm's",
+			EnvRank, EnvWorldSize)
+	case rankVar == "":
+		return c, fmt.Errorf("%s is set but no rank variable (%s, RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)", sizeVar, EnvRank)
+	case sizeVar == "":
+		return c, fmt.Errorf("%s is set but no world size variable (%s, WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)", rankVar, EnvWorldSize)
 	}
-	return c, err
-}
-
-// torchrunEnv reads torchrun's variables.
-func torchrunEnv(get func(string) string) (JoinConfig, error) {
-	c := JoinConfig{Source: "torchrun", Run: get("TORCHELASTIC_RUN_ID")}
-	var err error
-	if c.Rank, c.Size, err = rankSize(get, "RANK", "WORLD_SIZE"); err != nil {
-		return c, err
-	}
-	if c.Coordinator = get(EnvCoordinator); c.Coordinator != "" {
-		return c, nil
-	}
-	addr, port := get("MASTER_ADDR"), get("MASTER_PORT")
-	if addr == "" || port == "" {
-		return c, fmt.Errorf("torchrun: MASTER_ADDR and MASTER_PORT must be set")
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p > 65534 {
-		return c, fmt.Errorf("torchrun: MASTER_PORT %q", port)
-	}
-	if get("TORCHELASTIC_RUN_ID") != "" { // the agent's store holds MASTER_PORT
-		p++
-	}
-	c.Coordinator = net.JoinHostPort(addr, strconv.Itoa(p))
-	return c, nil
-}
-
-// jobEnv reads a job launcher's (Open MPI's, Slurm's) rank variables; the
-// rendezvous address comes from CHOREO_COORDINATOR or MASTER_ADDR and
-// MASTER_PORT, or, when all ranks are on this host, from the job's ids.
-func jobEnv(get func(string) string, source, rankVar, sizeVar, localSizeVar string, jobVars ...string) (JoinConfig, error) {
-	c := JoinConfig{Source: source}
 	var err error
 	if c.Rank, c.Size, err = rankSize(get, rankVar, sizeVar); err != nil {
 		return c, err
 	}
-	var job []string
-	for _, v := range jobVars {
-		if s := get(v); s != "" {
-			job = append(job, s)
-		}
+	c.Run = runOf(get)
+	if hf := strings.TrimSpace(get(EnvHostfile)); hf != "" {
+		c.Hosts, err = readHosts(hf)
+		return c, err
 	}
-	c.Run = strings.Join(job, ".")
-	switch {
-	case get(EnvCoordinator) != "":
-		c.Coordinator = get(EnvCoordinator)
-	case get("MASTER_ADDR") != "" && get("MASTER_PORT") != "":
-		c.Coordinator = net.JoinHostPort(get("MASTER_ADDR"), get("MASTER_PORT"))
-	case get(localSizeVar) == strconv.Itoa(c.Size) && c.Run != "":
-		c.Coordinator = net.JoinHostPort("127.0.0.1", strconv.Itoa(jobPort(c.Run)))
-	default:
-		err = fmt.Errorf("%s: set %s (rank 0's host:port) for ranks on several hosts", source, EnvCoordinator)
-	}
+	c.Coordinator, err = coordinatorOf(get, c.Source)
 	return c, err
 }
 
-// jobPort maps a job id to a port in [29600, 39600), so that the ranks of
-// one job agree on it without talking.
-func jobPort(job string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(job))
-	return 29600 + int(h.Sum32()%10000)
+// coordinatorOf is rank 0's "host:port": CHOREO_COORDINATOR, else
+// MASTER_ADDR:MASTER_PORT (plus one under torchrun's agent).
+func coordinatorOf(get func(string) string, source string) (string, error) {
+	if a := strings.TrimSpace(get(EnvCoordinator)); a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return "", fmt.Errorf("%s %q: want rank 0's host:port: %w", EnvCoordinator, a, err)
+		}
+		return a, nil
+	}
+	addr, port := strings.TrimSpace(get("MASTER_ADDR")), strings.TrimSpace(get("MASTER_PORT"))
+	switch {
+	case addr == "" && port == "":
+		hint := ""
+		switch source {
+		case "openmpi":
+			hint = " (Open MPI gives its ranks none: add -x " + EnvCoordinator + "=host:port to mpirun)"
+		case "slurm":
+			hint = " (Slurm gives its tasks none: export " + EnvCoordinator + "=host:port before srun)"
+		}
+		return "", fmt.Errorf("no coordinator: set %s to rank 0's host:port (the same for every rank), or MASTER_ADDR and MASTER_PORT%s",
+			EnvCoordinator, hint)
+	case addr == "":
+		return "", fmt.Errorf("MASTER_PORT is set but MASTER_ADDR is not (or set %s to rank 0's host:port)", EnvCoordinator)
+	case port == "":
+		return "", fmt.Errorf("MASTER_ADDR is set but MASTER_PORT is not (or set %s to rank 0's host:port)", EnvCoordinator)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65534 {
+		return "", fmt.Errorf("MASTER_PORT %q: want a port number", port)
+	}
+	if get("TORCHELASTIC_RUN_ID") != "" { // the agent's store holds MASTER_PORT
+		p++
+	}
+	return net.JoinHostPort(addr, strconv.Itoa(p)), nil
+}
+
+// runOf names the run from the launchers' job variables (CHOREO_RUN,
+// read by commonEnv, wins over them).
+func runOf(get func(string) string) string {
+	if r := get("TORCHELASTIC_RUN_ID"); r != "" {
+		return r
+	}
+	for _, job := range [][]string{{"PMIX_NAMESPACE"}, {"OMPI_MCA_ess_base_jobid"}, {"SLURM_JOB_ID", "SLURM_STEP_ID"}} {
+		var parts []string
+		for _, v := range job {
+			if s := get(v); s != "" {
+				parts = append(parts, s)
+			}
+		}
+		if len(parts) > 0 {
+			return strings.Join(parts, ".")
+		}
+	}
+	return ""
 }
 
 // commonEnv reads the variables every launcher shares.
