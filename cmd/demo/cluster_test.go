@@ -149,7 +149,7 @@ func TestLaunchNamesAKilledRank(t *testing.T) {
 	if d := time.Since(t0); d > 30*time.Second {
 		t.Errorf("the launcher took %v to end after a rank died", d)
 	}
-	if want := "demo: launch: rank 1 failed: signal: killed"; !strings.Contains(stderr.String(), want) {
+	if want := "demo: launch: rank 1 killed by SIGKILL after "; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }

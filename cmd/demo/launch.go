@@ -1,31 +1,25 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/signal"
-	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
 
-	"github.com/choreo-gpu/choreo/collectives"
+	choreolaunch "github.com/choreo-gpu/choreo/launch"
 	"github.com/choreo-gpu/choreo/metrics"
 )
 
 // launchCmd starts a local cluster: n copies of this executable, each
-// `demo node <args>` with one rank, which join over loopback. Their output
-// comes back line by line, led by "[rank] ". When a rank fails the launcher
-// stops the others and names it; on Ctrl-C it stops them all; no rank
-// outlives it.
+// `demo node <args>` with one rank, which join over loopback, launched by
+// package launch (as choreorun does). Their output comes back line by
+// line, led by "[rank] ". When a rank fails the launcher stops the others
+// and names it in one line; on Ctrl-C it stops them all; no rank outlives
+// it.
 type launchCmd struct {
 	N        int           `short:"n" help:"Ranks: processes to start." default:"4"`
 	Secret   string        `help:"The ranks' shared secret (at least 16 bytes, used as given); default: 32 random bytes in hex." env:"CHOREO_SECRET"`
@@ -101,66 +95,29 @@ type launchSpec struct {
 	obs            obsFlags         // a merged trace of the ranks' parts; their metrics endpoints
 }
 
-// launch runs one launch to its end: picks n free loopback ports, writes
-// the hostfile (removed at the end), starts the ranks with CHOREO_RANK,
-// CHOREO_LOCAL_RANK (the same: every rank is on this host; the CUDA
-// backend picks its GPU by it), CHOREO_WORLD_SIZE, CHOREO_HOSTFILE,
-// CHOREO_SECRET and CHOREO_RUN set, and supervises them.
+// launch runs one launch to its end with package launch: n ranks on this
+// host, each told its rank, the world size, rank 0's address (a port
+// chosen by the launcher; the others bind their own), the secret and the
+// run; their lines led by "[rank] "; a rank that exits exitPeerLost gives
+// the rank that failed first a moment to show itself.
 func launch(sp launchSpec) error {
 	if sp.n < 1 {
 		return fmt.Errorf("launch: -n must be >= 1, got %d", sp.n)
 	}
-	if sp.grace <= 0 {
-		sp.grace = 3 * time.Second
-	}
-	if sp.secret == "" {
-		sp.secret = randomHex(32)
-	}
-	if len(sp.secret) < 16 {
-		return fmt.Errorf("launch: the secret must be at least 16 bytes, got %d", len(sp.secret))
-	}
-	hostfile, err := writeHostfile(sp.n)
-	if err != nil {
-		return fmt.Errorf("launch: %w", err)
-	}
-	defer func() { _ = os.Remove(hostfile) }()
-	if sp.sigs == nil {
-		ch := make(chan os.Signal, 2)
-		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-		defer signal.Stop(ch)
-		sp.sigs = ch
-	}
-	run := "demo-" + randomHex(8)
-	procs := rankProcs(sp.n, runtime.NumCPU(), os.Getenv("GOMAXPROCS"))
 	obsEnv, merge, err := sp.observe()
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
 	defer merge()
-	env := func(rank int) []string {
-		return append(append(append([]string{
-			collectives.EnvRank + "=" + strconv.Itoa(rank),
-			collectives.EnvLocalRank + "=" + strconv.Itoa(rank),
-			collectives.EnvWorldSize + "=" + strconv.Itoa(sp.n),
-			collectives.EnvHostfile + "=" + hostfile,
-			collectives.EnvSecret + "=" + sp.secret,
-			collectives.EnvRun + "=" + run,
-		}, procs...), obsEnv(rank)...), sp.env...)
+	err = choreolaunch.Run(choreolaunch.Spec{
+		Argv: append([]string{sp.exe}, sp.argv...), NProcPerNode: sp.n, Secret: sp.secret, Env: sp.env,
+		RankEnv: obsEnv, TagOutput: true, Grace: sp.grace, Deadline: sp.deadline, PeerLostExit: exitPeerLost,
+		Stdout: sp.stdout, Stderr: sp.stderr, Signals: sp.sigs, Started: sp.started})
+	var ee *choreolaunch.ExitError
+	if errors.As(err, &ee) {
+		return &exitError{ee.Code, fmt.Errorf("launch: %w", err)}
 	}
-	c, err := startCluster(sp.n, sp.exe, sp.argv, env, sp.stdout, sp.stderr, sp.grace)
 	if err != nil {
-		return fmt.Errorf("launch: %w", err)
-	}
-	if sp.started != nil {
-		sp.started(c.pids())
-	}
-	var deadline <-chan time.Time
-	if sp.deadline > 0 {
-		t := time.NewTimer(sp.deadline)
-		defer t.Stop()
-		deadline = t.C
-	}
-	if err := c.supervise(sp.sigs, deadline); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
 	return nil
@@ -208,56 +165,5 @@ func (sp *launchSpec) observe() (env func(rank int) []string, merge func(), err 
 }
 
 // rankProcs is the GOMAXPROCS each of n ranks gets on a host of cpus
-// processors, as environment entries: the processors shared out, at least
-// one each, as torchrun sets OMP_NUM_THREADS=1 for its ranks. Each rank's
-// Go runtime would otherwise run as many threads as the host has
-// processors, and a rank's wake-ups (a message in, a fence raised) would
-// wake idle threads whose spinning takes the processors its peers need:
-// on 2 cores, 2 ranks of GOMAXPROCS 1 all-reduce 4 KiB in about 60% of the
-// time that ranks of GOMAXPROCS 2 take. None where the user set GOMAXPROCS
-// (set, the ranks inherit it).
-func rankProcs(n, cpus int, set string) []string {
-	if set != "" || n < 1 {
-		return nil
-	}
-	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, cpus/n))}
-}
-
-// writeHostfile picks n free ports on 127.0.0.1 (all held open until every
-// one is picked, so they differ) and writes them, as a JSON list of
-// "host:port" indexed by rank, to a new temporary file.
-func writeHostfile(n int) (string, error) {
-	hosts := make([]string, n)
-	for i := range hosts {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("free port: %w", err)
-		}
-		defer func() { _ = l.Close() }()
-		hosts[i] = l.Addr().String()
-	}
-	b, err := json.Marshal(hosts)
-	if err != nil {
-		return "", err
-	}
-	f, err := os.CreateTemp("", "choreo-hosts-*.json")
-	if err != nil {
-		return "", err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
-}
-
-// randomHex is n random bytes in hex.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b)
-}
+// processors, as environment entries (launch.GoMaxProcs).
+func rankProcs(n, cpus int, set string) []string { return choreolaunch.GoMaxProcs(n, cpus, set) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -102,24 +101,13 @@ func checkLaunchEnv() error {
 	if lr, ok := collectives.LocalRank(); !ok || strconv.Itoa(lr) != os.Getenv(collectives.EnvRank) {
 		return fmt.Errorf("collectives.LocalRank() = %d, %v; want the rank", lr, ok)
 	}
-	b, err := os.ReadFile(os.Getenv(collectives.EnvHostfile))
-	if err != nil {
-		return err
-	}
-	var hosts []string
-	if err := json.Unmarshal(b, &hosts); err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for _, h := range hosts {
-		if !strings.HasPrefix(h, "127.0.0.1:") || seen[h] {
-			return fmt.Errorf("hostfile %v", hosts)
-		}
-		seen[h] = true
-	}
-	switch {
-	case len(hosts) != n:
-		return fmt.Errorf("hostfile has %d hosts, world size %d", len(hosts), n)
+	switch coord := os.Getenv(collectives.EnvCoordinator); {
+	case n < 1:
+		return fmt.Errorf("world size %d", n)
+	case !strings.HasPrefix(coord, "127.0.0.1:"):
+		return fmt.Errorf("coordinator %q, want 127.0.0.1:port", coord)
+	case os.Getenv(collectives.EnvHostfile) != "":
+		return fmt.Errorf("a hostfile is set")
 	case len(os.Getenv(collectives.EnvSecret)) < 16:
 		return fmt.Errorf("secret too short")
 	case os.Getenv(collectives.EnvRun) == "":
