@@ -3,7 +3,7 @@ package collectives
 import (
 	"encoding/json"
 	"fmt"
-		"net"
+	"net"
 	"os"
 	"strconv"
 	"strings"
