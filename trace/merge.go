@@ -165,7 +165,10 @@ func WriteFile(path string, f *File) error {
 	if err != nil {
 		return fmt.Errorf("trace: write %s: %w", path, err)
 	}
-	err = json.NewEncoder(tmp).Encode(f)
+	err = tmp.Chmod(0o644) // as os.Create would leave it, not CreateTemp's 0600
+	if err == nil {
+		err = json.NewEncoder(tmp).Encode(f)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

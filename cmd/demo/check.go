@@ -49,7 +49,7 @@ type nodeCheckCmd struct {
 
 // Run joins and runs the scenario.
 func (c *nodeCheckCmd) Run(g *globals) error {
-	w, err := joinWorld(g.log, c.Backend, c.Timeout)
+	w, err := joinWorld(g.log, c.Backend, c.Timeout, obsFlags{})
 	if err != nil {
 		return err
 	}

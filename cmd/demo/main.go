@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/alecthomas/kong"
 	"go.uber.org/zap"
@@ -30,7 +31,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives"
 	_ "github.com/choreo-gpu/choreo/gpu/cuda"  // "cuda" where an NVIDIA driver is found
 	_ "github.com/choreo-gpu/choreo/gpu/metal" // "metal" on macOS
-	_ "github.com/choreo-gpu/choreo/gpu/sim"   // the embedded default
+	_ "github.com/choreo-gpu/choreo/gpu/sim"   // the embedded default (world.go names it too)
 )
 
 // cli is the command line.
@@ -52,9 +53,10 @@ type globals struct {
 
 func main() {
 	var c cli
-	ctx := kong.Parse(&c, kong.Name("demo"),
-		kong.Description("choreo: GPU streams, communication streams and fences as actors; collectives as choreographies."),
-		kong.UsageOnError())
+	ctx, code, ok := parseArgs(&c, os.Args[1:], os.Stdout, os.Stderr)
+	if !ok {
+		os.Exit(code)
+	}
 	g := &globals{Verbose: c.Verbose, log: zap.NewNop()}
 	if c.Verbose {
 		cfg := zap.NewDevelopmentConfig()
@@ -68,10 +70,22 @@ func main() {
 	}
 	err := ctx.Run(g)
 	_ = g.log.Sync()
+	var pe *kong.ParseError
+	if errors.As(err, &pe) { // a rank's command line, checked by launch
+		usageError(os.Stderr, err, parsedPath(pe))
+		os.Exit(exitUsage)
+	}
 	if err != nil {
-		printFailure(os.Stderr, err)
+		printFailure(os.Stderr, err, leads(ctx.Command()))
 		os.Exit(exitCode(err))
 	}
+}
+
+// leads reports whether the process that ran command prints a failed
+// collective's whole report: it holds every rank, or it is rank 0 of a
+// launch (collectives.FromEnv).
+func leads(command string) bool {
+	return !strings.HasPrefix(command, "node ") || collectives.FromEnv().Rank == 0
 }
 
 // exitCode is the status the demo exits with after err: the launcher's

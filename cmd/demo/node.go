@@ -24,15 +24,18 @@ type nodeCmd struct {
 	Check nodeCheckCmd `cmd:"" help:"Self-checks across processes (the matrix of ops, dtypes and sizes, soak, mismatch, mismatch-alltoallv), for the integration tests."`
 }
 
-// nodeRunCmd is the run loop on the joined rank.
-type nodeRunCmd struct{ runFlags }
+// nodeRunCmd is the run loop on the joined rank, with run's flags.
+type nodeRunCmd struct {
+	runFlags
+	obsFlags
+}
 
 // Run joins and runs the loop.
 func (c *nodeRunCmd) Run(g *globals) error {
 	if _, _, err := c.shape(); err != nil {
 		return err
 	}
-	w, err := joinWorld(g.log, c.Backend, c.Timeout)
+	w, err := joinWorld(g.log, c.Backend, c.Timeout, c.obsFlags)
 	if err != nil {
 		return err
 	}
@@ -40,11 +43,17 @@ func (c *nodeRunCmd) Run(g *globals) error {
 	if err := c.loop(w); err != nil {
 		return err
 	}
-	return w.finish(c.Timeout)
+	err = w.finish(c.Timeout)
+	lingerRank(c.MetricsLinger)
+	return err
 }
 
-// nodeBenchCmd is the sweep on the joined rank.
-type nodeBenchCmd struct{ benchFlags }
+// nodeBenchCmd is the sweep on the joined rank, with bench's flags.
+type nodeBenchCmd struct {
+	benchFlags
+	pathFlags
+	obsFlags
+}
 
 // Run joins and runs the sweep; the latency line's pair is ranks 0 and 1,
 // split off the group.
@@ -52,7 +61,10 @@ func (c *nodeBenchCmd) Run(g *globals) error {
 	if _, _, err := c.check(); err != nil {
 		return err
 	}
-	w, err := joinWorld(g.log, c.Backend, c.Timeout)
+	if err := c.pathFlags.setEnv(); err != nil {
+		return err
+	}
+	w, err := joinWorld(g.log, c.Backend, c.Timeout, c.obsFlags)
 	if err != nil {
 		return err
 	}
@@ -60,25 +72,33 @@ func (c *nodeBenchCmd) Run(g *globals) error {
 	if err := c.sweep(w, w.pair); err != nil {
 		return err
 	}
-	return w.finish(c.Timeout)
+	err = w.finish(c.Timeout)
+	lingerRank(c.MetricsLinger)
+	return err
 }
 
 // joinWorld holds the one rank this process joins (collectives.Join with
 // collectives.FromEnv), on its own runtime and device.
-func joinWorld(log *zap.Logger, backend string, timeout time.Duration) (*world, error) {
+// f's --metrics and --trace take effect where the rank's launcher has not
+// set them up (observeRank).
+func joinWorld(log *zap.Logger, backend string, timeout time.Duration, f obsFlags) (*world, error) {
 	cfg := collectives.FromEnv()
 	forced, err := algorithmOption()
 	if err != nil {
 		return nil, err
 	}
-	w, err := openWorld(log.With(zap.Int("rank", cfg.Rank)), backend)
+	obs, err := observeRank(cfg.Rank, cfg.Size, f)
 	if err != nil {
+		return nil, err
+	}
+	w, err := openWorld(log.With(zap.Int("rank", cfg.Rank)), backend, obs)
+	if err != nil {
+		obs.close()
 		return nil, err
 	}
 	if d, ok := w.dev.(interface{ Ordinal() int }); ok { // the GPU this rank's backend chose (CUDA)
 		fmt.Printf("rank %d: GPU %d, %s (%s)\n", cfg.Rank, d.Ordinal(), w.dev.Properties().Name, w.dev.Properties().Backend)
 	}
-	w.obs = observeRank(cfg.Rank)
 	g, err := collectives.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout),
 		collectives.WithDevice(w.dev)}, append(w.obs.options(), forced...)...)...)
 	if err == nil {
@@ -123,7 +143,10 @@ func (w *world) pair() (*world, func(), error) {
 // waits for rank 0's answer, which comes once every rank is done; rank 0
 // stays until each has gone (its Recv from the rank fails with
 // ErrPeerLost) or the timeout passes.
+//
+// The trace stops first: the leaving is the run's shutdown, not the run.
 func (w *world) finish(timeout time.Duration) error {
+	w.obs.stopTracing()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	g, s := w.groups[0], w.s[0]

@@ -2,14 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,14 +29,21 @@ type obsFlags struct {
 }
 
 // envTraceDir tells a launched rank where to write its part of the
-// trace (rank-N.json); the launcher merges the parts.
-const envTraceDir = "CHOREO_TRACE_DIR"
+// trace (trace.PartPath); the launcher merges the parts.
+const envTraceDir = trace.EnvDir
 
-// observed is what a world records into and serves, closed with it.
+// observed is what a world records into and serves, closed with it. Its
+// trace is saved on SIGINT or SIGTERM as soon as one arrives, and again
+// at close: a run stopped by a signal, or killed after it, still leaves
+// one (each save is whole or not at all).
 type observed struct {
 	tracer    *trace.Tracer
-	tracePath string // where close writes the trace
+	tracePath string // where save writes the trace
 	server    *metrics.Server
+
+	saveMu  sync.Mutex     // one save at a time, the latest last
+	sigs    chan os.Signal // nil: no trace to save on a signal
+	stopSig chan struct{}
 }
 
 // options are the groups' options that record into o.
@@ -56,6 +63,7 @@ func observeLocal(log *zap.Logger, f obsFlags) (*observed, error) {
 	o := &observed{tracePath: f.Trace}
 	if f.Trace != "" {
 		o.tracer = trace.New()
+		o.saveOnSignal()
 	}
 	if f.Metrics != "" {
 		s, err := metrics.Serve(f.Metrics, log)
@@ -68,32 +76,102 @@ func observeLocal(log *zap.Logger, f obsFlags) (*observed, error) {
 	return o, nil
 }
 
-// observeRank sets up the trace part of a launched rank, if its launcher
-// asked for one (its metrics endpoint comes from CHOREO_METRICS_ADDR,
-// which collectives reads).
-func observeRank(rank int) *observed {
-	dir := os.Getenv(envTraceDir)
-	if dir == "" {
-		return &observed{}
+// observeRank sets up the trace part and the metrics endpoint of a
+// launched rank of a group of size ranks. Its launcher asks for them in
+// the environment (envTraceDir: the parts' directory, which it merges;
+// metrics.EnvAddr: this rank's endpoint, which collectives reads). Where
+// it did not, f's flags given to this rank apply: --trace FILE saves this
+// rank's part as FILE.rankN.json (FILE itself for a group of one), and
+// --metrics ADDR serves at port+local rank.
+func observeRank(rank, size int, f obsFlags) (*observed, error) {
+	if f.Metrics != "" && f.Metrics != os.Getenv(metrics.EnvAddr) {
+		lr, _ := collectives.LocalRank()
+		addr, err := rankMetricsAddr(f.Metrics, lr)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Setenv(metrics.EnvAddr, addr); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
 	}
-	return &observed{tracer: trace.New(), tracePath: partPath(dir, rank)}
+	path := ""
+	switch dir := os.Getenv(envTraceDir); {
+	case dir != "":
+		path = trace.PartPath(dir, rank)
+	case f.Trace != "" && size > 1:
+		ext := filepath.Ext(f.Trace)
+		path = fmt.Sprintf("%s.rank%d%s", strings.TrimSuffix(f.Trace, ext), rank, ext)
+	case f.Trace != "":
+		path = f.Trace
+	}
+	if path == "" {
+		return &observed{}, nil
+	}
+	o := &observed{tracer: trace.New(), tracePath: path}
+	o.saveOnSignal()
+	return o, nil
 }
 
-func partPath(dir string, rank int) string {
-	return filepath.Join(dir, "rank-"+strconv.Itoa(rank)+".json")
+// lingerRank keeps a launched rank, and so its metrics endpoint, up for
+// d after its run (until SIGINT or SIGTERM).
+func lingerRank(d time.Duration) {
+	if d <= 0 || os.Getenv(metrics.EnvAddr) == "" {
+		return
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
 }
 
-// close writes the trace and stops the endpoint; it reports a failure on
-// stderr, as the run's outcome is already decided.
+// saveOnSignal saves the trace when SIGINT or SIGTERM arrives, at once:
+// the runtime's own handler then releases the fences and ends the
+// process, and a launcher kills a rank that outlasts its grace period.
+func (o *observed) saveOnSignal() {
+	o.sigs, o.stopSig = make(chan os.Signal, 1), make(chan struct{})
+	signal.Notify(o.sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-o.sigs:
+			o.save()
+		case <-o.stopSig:
+		}
+	}()
+}
+
+// save writes the trace, if there is one to write; it reports a failure
+// on stderr, as the run's outcome is decided elsewhere.
+func (o *observed) save() {
+	if o == nil || o.tracer == nil || o.tracePath == "" {
+		return
+	}
+	o.saveMu.Lock()
+	defer o.saveMu.Unlock()
+	if err := o.tracer.Save(o.tracePath); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+	}
+}
+
+// stopTracing ends the recording: what follows (the ranks leaving) is the
+// run's shutdown, not the run.
+func (o *observed) stopTracing() {
+	if o != nil {
+		o.tracer.Stop()
+	}
+}
+
+// close writes the trace and stops the endpoint.
 func (o *observed) close() {
 	if o == nil {
 		return
 	}
-	if o.tracer != nil && o.tracePath != "" {
-		if err := writeTrace(o.tracer, o.tracePath); err != nil {
-			fmt.Fprintln(os.Stderr, "demo:", err)
-		}
+	if o.sigs != nil {
+		signal.Stop(o.sigs)
+		close(o.stopSig)
 	}
+	o.save()
 	if o.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -115,21 +193,6 @@ func (o *observed) linger(d time.Duration) {
 	}
 }
 
-func writeTrace(tr *trace.Tracer, path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	if err := tr.WriteJSON(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	return nil
-}
-
 // rankMetricsAddr is rank's endpoint when ranks are processes of one
 // host: the port plus the rank.
 func rankMetricsAddr(addr string, rank int) (string, error) {
@@ -148,51 +211,15 @@ func rankMetricsAddr(addr string, rank int) (string, error) {
 }
 
 // mergeParts merges the ranks' trace parts in dir into path and says
-// which ranks wrote none (a rank that was killed writes nothing).
+// which ranks left none or one cut short (a rank killed before or while it
+// saved).
 func mergeParts(dir, path string, n int) error {
-	var parts []*trace.File
-	var missing []int
-	for r := range n {
-		f, err := os.Open(partPath(dir, r))
-		if err != nil {
-			missing = append(missing, r)
-			continue
-		}
-		p, err := trace.ReadFile(f)
-		_ = f.Close()
-		if err != nil {
-			return fmt.Errorf("trace: rank %d: %w", r, err)
-		}
-		parts = append(parts, p)
-	}
-	if len(parts) == 0 {
-		return fmt.Errorf("trace: no rank wrote its part")
-	}
-	m, err := trace.Merge(parts...)
+	res, err := trace.MergeDir(dir, path, n)
 	if err != nil {
 		return err
 	}
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	if err := writeFile(out, m); err != nil {
-		return err
-	}
-	sort.Ints(missing)
-	if len(missing) > 0 {
-		fmt.Fprintf(os.Stderr, "demo: trace: %s wrote no part\n", rankList(missing))
-	}
-	return nil
-}
-
-func writeFile(out *os.File, f *trace.File) error {
-	if err := json.NewEncoder(out).Encode(f); err != nil {
-		_ = out.Close()
-		return fmt.Errorf("trace: %w", err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("trace: %w", err)
+	if note := res.Note(); note != "" {
+		fmt.Fprintln(os.Stderr, "demo: trace:", note)
 	}
 	return nil
 }

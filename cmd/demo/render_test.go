@@ -23,7 +23,7 @@ func TestRenderDrawsATrace(t *testing.T) {
 		rec.Record(trace.Event{Kind: trace.Async, Cat: "transport", Track: "transport", Name: "send", TS: 2000, Dur: 900, Peer: 1 - r, Bytes: 4096})
 	}
 	in := filepath.Join(dir, "t.json")
-	if err := writeTrace(tr, in); err != nil {
+	if err := tr.Save(in); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "t.png")

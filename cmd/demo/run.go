@@ -36,7 +36,7 @@ func (f *runFlags) args() []string {
 // runCmd is the main job: the training-like loop over ranks that are
 // processes (demo launch -n ranks run) or, with --inproc, in-process ranks.
 type runCmd struct {
-	Ranks  int  `help:"Ranks: processes of one rank each, or in-process ranks with --inproc." default:"4"`
+	Ranks  int  `short:"n" help:"Ranks: processes of one rank each, or in-process ranks with --inproc (-np is the same)." default:"4"`
 	Inproc bool `help:"Hold every rank in this process (collectives.Local) instead of launching processes."`
 	runFlags
 	obsFlags
@@ -101,6 +101,10 @@ func (f *runFlags) loop(w *world) error {
 			w.describe(), f.Steps, humanize.IBytes(uint64(elems*dt.Size())), elems, dt)
 	}
 	bar := f.progress(w)
+	var lines *stepProgress
+	if bar == nil && w.lead() {
+		lines = newStepProgress(os.Stderr, f.Steps)
+	}
 	tallies := make([]tally, len(w.groups))
 	var allreduce, scale, step []time.Duration
 	for k := range f.Steps {
@@ -112,6 +116,7 @@ func (f *runFlags) loop(w *world) error {
 		if bar != nil {
 			_ = bar.Add(1)
 		}
+		lines.done(k + 1)
 	}
 	if bar != nil {
 		_ = bar.Finish()
@@ -123,7 +128,8 @@ func (f *runFlags) loop(w *world) error {
 	})
 }
 
-// progress is a progress bar on the lead's terminal for long runs, or nil.
+// progress is a progress bar on the lead's terminal for long runs, or nil
+// (then the lead prints progress lines).
 func (f *runFlags) progress(w *world) *progressbar.ProgressBar {
 	if f.Steps < 20 || !w.lead() || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil

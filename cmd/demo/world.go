@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/gpu/sim"
 	"github.com/choreo-gpu/choreo/streams"
 )
 
@@ -77,12 +79,11 @@ func newObservedWorld(log *zap.Logger, backend string, n int, timeout time.Durat
 	if err != nil {
 		return nil, err
 	}
-	w, err := openWorld(log, backend)
+	w, err := openWorld(log, backend, obs)
 	if err != nil {
 		obs.close()
 		return nil, err
 	}
-	w.obs = obs
 	groups, err := collectives.Local(w.rt, n, slices.Concat([]collectives.Option{collectives.WithTimeout(timeout), collectives.WithDevice(w.dev)}, obs.options(), opts)...)
 	if err == nil {
 		err = w.hold(groups)
@@ -95,18 +96,19 @@ func newObservedWorld(log *zap.Logger, backend string, n int, timeout time.Durat
 }
 
 // openWorld opens the device and a runtime whose signal handler releases
-// every fence on SIGINT or SIGTERM.
-func openWorld(log *zap.Logger, backend string) (*world, error) {
+// every fence on SIGINT or SIGTERM and saves obs's trace before the
+// process ends.
+func openWorld(log *zap.Logger, backend string, obs *observed) (*world, error) {
 	dev, err := gpu.Open(backend)
 	if err != nil {
 		return nil, err
 	}
-	rt, err := actors.NewRuntime(actors.WithLogger(log), actors.WithSignalHandler())
+	rt, err := actors.NewRuntime(actors.WithLogger(log), actors.WithSignalHandler(func(os.Signal) { obs.save() }))
 	if err != nil {
 		_ = dev.Close()
 		return nil, err
 	}
-	return &world{rt: rt, dev: dev}, nil
+	return &world{rt: rt, dev: dev, obs: obs}, nil
 }
 
 // hold makes groups the held ranks, each with a new GPU stream.
@@ -188,7 +190,11 @@ func (w *world) describe() string {
 	if p.ComputeCapability != "" {
 		s += ", compute " + p.ComputeCapability
 	}
-	if p.MemoryBytes > 0 {
+	switch {
+	case p.MemoryBytes > 0 && p.Backend == "sim":
+		s += fmt.Sprintf(", %s of host RAM as device memory (the most this process may take; %s sets it)",
+			humanize.IBytes(p.MemoryBytes), sim.MemoryEnv)
+	case p.MemoryBytes > 0:
 		s += ", " + humanize.IBytes(p.MemoryBytes)
 	}
 	if w.joined {
