@@ -1,7 +1,6 @@
 package transporttest
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -76,8 +75,34 @@ var (
 	_ msg.SingleCopy = singlePipe{}
 )
 
-// pipeFrame is one frame in a pipe: what the receiving end does with it.
-type pipeFrame func(p *Pipe) error
+// Frame kinds.
+const (
+	pEager = iota
+	pAnnounce
+	pChunk
+	pAnswer
+	pRetract
+	pCredit
+	pAbort
+	pPing
+	pEnd
+)
+
+// pipeFrame is one frame in a pipe.
+type pipeFrame struct {
+	kind   int
+	tag    transport.Tag
+	id     uint64
+	size   uint64
+	addr   uint64
+	off    int
+	data   []byte
+	answer msg.Answer
+	ack    bool
+	n      int64
+	at     int64
+	code   transport.CauseCode
+}
 
 // NewPipe returns the two ends of a pipe link.
 func NewPipe(cfg PipeConfig) (a, b *Pipe) {
@@ -126,9 +151,7 @@ func Pipes(n int, cfg PipeConfig) [][]msg.Link {
 // the pipes' Window, zero timeouts 10 s and 100 ms).
 func PipeEndpoints(n int, cfg PipeConfig, base msg.Config) ([]*msg.Endpoint, [][]msg.Link, error) {
 	cfg = cfg.withDefaults()
-	if base.MaxBuffered == 0 {
-		base.MaxBuffered = cfg.Window
-	}
+	base.MaxBuffered = cmp.Or(base.MaxBuffered, cfg.Window)
 	base.PeerTimeout = cmp.Or(base.PeerTimeout, 10*time.Second)
 	base.HeartbeatInterval = cmp.Or(base.HeartbeatInterval, 100*time.Millisecond)
 	base.Name = cmp.Or(base.Name, "pipe")
@@ -209,7 +232,8 @@ func (p *Pipe) Limits() msg.Limits {
 // LaneOf is 0: a pipe has one lane.
 func (p *Pipe) LaneOf(transport.Tag) int { return 0 }
 
-// send puts f in the other end's queue (f holds copies of what it sends).
+// send puts f in the other end's queue (copying nothing: callers pass
+// their own copies).
 func (p *Pipe) send(f pipeFrame) {
 	if p.muted.Load() || p.down() {
 		return
@@ -258,14 +282,7 @@ func (p *Pipe) Eager(ctx context.Context, tag transport.Tag, data []byte, _ bool
 	}
 	p.credit -= cost
 	p.mu.Unlock()
-	data = bytes.Clone(data)
-	p.send(func(r *Pipe) error {
-		s, err := r.peer.Eager(tag, len(data))
-		if err != nil {
-			return err
-		}
-		return feed(s, data)
-	})
+	p.send(pipeFrame{kind: pEager, tag: tag, data: append([]byte(nil), data...)})
 	return true, nil
 }
 
@@ -275,15 +292,15 @@ func (p *Pipe) Announce(ctx context.Context, tag transport.Tag, id uint64, data 
 	if err := transport.CtxError(ctx); err != nil {
 		return false, false, err
 	}
-	addr := uint64(0)
+	f := pipeFrame{kind: pAnnounce, tag: tag, id: id, size: uint64(len(data))}
 	if m := p.cfg.SingleCopyMin; m > 0 && len(data) >= m {
-		addr = id
+		f.addr = id
 		p.mu.Lock()
 		p.offers[id] = data
 		p.mu.Unlock()
 	}
-	p.send(func(r *Pipe) error { return r.peer.Announced(0, tag, id, uint64(len(data)), addr) })
-	return true, addr != 0, nil
+	p.send(f)
+	return true, f.addr != 0, nil
 }
 
 // Chunk sends part of message id.
@@ -291,47 +308,31 @@ func (p *Pipe) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int,
 	if err := transport.CtxError(ctx); err != nil {
 		return false, err
 	}
-	part = bytes.Clone(part)
-	p.send(func(r *Pipe) error {
-		s, err := r.peer.Chunk(id, uint64(off), len(part))
-		if err != nil {
-			return err
-		}
-		return feed(s, part)
-	})
+	p.send(pipeFrame{kind: pChunk, tag: tag, id: id, off: off, data: append([]byte(nil), part...)})
 	return true, nil
 }
 
 // Answer answers the announce of message id.
 func (p *Pipe) Answer(_ int, id uint64, a msg.Answer) {
-	p.send(func(r *Pipe) error {
-		r.mu.Lock()
-		delete(r.offers, id)
-		r.mu.Unlock()
-		r.peer.Answered(id, a)
-		return nil
-	})
+	p.send(pipeFrame{kind: pAnswer, id: id, answer: a})
 }
 
 // Retract withdraws message id.
 func (p *Pipe) Retract(tag transport.Tag, id uint64, ack bool) {
-	p.send(func(r *Pipe) error { return r.peer.Retracted(id, ack) })
+	p.send(pipeFrame{kind: pRetract, tag: tag, id: id, ack: ack})
 }
 
 // Consumed hands n bytes of this end's window back to the other.
-func (p *Pipe) Consumed(n int64) { p.send(func(r *Pipe) error { return r.credited(n) }) }
+func (p *Pipe) Consumed(n int64) { p.send(pipeFrame{kind: pCredit, n: n}) }
 
 // Abort tells the other end of an abort.
 func (p *Pipe) Abort(a *transport.AbortError, at int64) {
-	code, text := transport.CodeOf(a.Cause), a.Cause.Error()
-	p.send(func(r *Pipe) error {
-		r.peer.Aborted(a.Group, a.Seq, at, code, text)
-		return nil
-	})
+	p.send(pipeFrame{kind: pAbort, tag: transport.Tag{Group: a.Group, Seq: a.Seq}, at: at,
+		code: transport.CodeOf(a.Cause), data: []byte(a.Cause.Error())})
 }
 
 // Ping tells the other end this one lives.
-func (p *Pipe) Ping() { p.send(func(*Pipe) error { return nil }) }
+func (p *Pipe) Ping() { p.send(pipeFrame{kind: pPing}) }
 
 // Hold counts an operation waiting for a frame (the reader runs whenever
 // frames come, so nothing else is needed).
@@ -390,11 +391,7 @@ func (p *Pipe) Close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.down() {
-		o.frames = append(o.frames, func(r *Pipe) error {
-			r.gone.Store(true)
-			r.peer.Lose(errors.New("pipe closed by the other end"))
-			return nil
-		})
+		o.frames = append(o.frames, pipeFrame{kind: pEnd})
 		o.kickLocked()
 	}
 }
@@ -432,7 +429,7 @@ func (p *Pipe) read() {
 			if p.gone.Load() {
 				break
 			}
-			if err := batch[i](p); err != nil {
+			if err := p.deliver(&batch[i]); err != nil {
 				p.gone.Store(true)
 				p.peer.Protocol(err)
 			}
@@ -441,6 +438,42 @@ func (p *Pipe) read() {
 		p.signalLocked()
 		p.mu.Unlock()
 	}
+}
+
+// deliver hands one frame to the Peer.
+func (p *Pipe) deliver(f *pipeFrame) error {
+	peer := p.peer
+	switch f.kind {
+	case pEager:
+		s, err := peer.Eager(f.tag, len(f.data))
+		if err != nil {
+			return err
+		}
+		return feed(s, f.data)
+	case pAnnounce:
+		return peer.Announced(0, f.tag, f.id, f.size, f.addr)
+	case pChunk:
+		s, err := peer.Chunk(f.id, uint64(f.off), len(f.data))
+		if err != nil {
+			return err
+		}
+		return feed(s, f.data)
+	case pAnswer:
+		p.mu.Lock()
+		delete(p.offers, f.id)
+		p.mu.Unlock()
+		peer.Answered(f.id, f.answer)
+	case pRetract:
+		return peer.Retracted(f.id, f.ack)
+	case pCredit:
+		return p.credited(f.n)
+	case pAbort:
+		peer.Aborted(f.tag.Group, f.tag.Seq, f.at, f.code, string(f.data))
+	case pEnd:
+		p.gone.Store(true)
+		peer.Lose(errors.New("pipe closed by the other end"))
+	}
+	return nil
 }
 
 // credited takes n bytes of window back.
