@@ -19,17 +19,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 // connection to every peer is up: it dials ConnsPerPeer connections to
 // each peer it dials (Config.Order), retrying until the peer listens, and
 // accepts as many from each peer that dials it on Config.Listener,
-// running the handshake on each (see the package doc), then Config.Setup.
-//
-// Connections that fail the handshake are refused and counted
-// (Mesh.Refused) and passed to Config.OnRefused, and change nothing. A
-// stranger costs a goroutine and a fixed buffer for a bounded time: a
-// connection must send its hello within 2 s (HandshakeTimeout if
-// shorter), at most gate.DefaultSlots handshakes wait for a hello and as
-// many for a proof, and silent connections cannot keep a dialer that
-// speaks out (see gate.Door); the connections turned away for room are
-// passed to OnRefused together, at most once a second (errors.Is
-// gate.ErrFull).
+// running the handshake on each, then Config.Setup. Connections that fail
+// the handshake are refused, counted (Mesh.Refused), passed to
+// Config.OnRefused, and change nothing; what a stranger may cost is
+// bounded (see the package doc: a hello within 2 s, or HandshakeTimeout
+// if shorter, and at most gate.DefaultSlots handshakes waiting for a
+// hello and as many for a proof).
 //
 // The listener is closed when Connect returns: a group's mesh is built
 // once. ctx bounds the whole; on failure every connection is closed and

@@ -25,12 +25,7 @@
 //
 // # Handshake
 //
-// Four fixed 192-byte messages (fixed, so that a message reads whole on a
-// stream and on a packet socket), magic "CHMS", big endian: version u16,
-// kind u8, status u8, group u64, from u32, to u32, size u32, connection
-// index u16, connections u16, the label (8 bytes, zero padded), 32 bytes
-// (a nonce, or a MAC), the payload's length u16 and the payload (at most
-// MaxHello bytes, zero padded).
+// Four fixed-size messages (see hsMsg for the layout):
 //
 //  1. hello (dialer): its view of the group, its payload and a fresh
 //     nonce.

@@ -11,26 +11,16 @@
 // (a heartbeat and one peer timeout), Close, LosePeer and Stats.
 //
 // Use: build one Link per peer (links[rank] == nil at the own rank) and
-// call New with the rank's Config. New starts each link with its Peer,
-// through which the link hands the Endpoint every frame its peer sent
-// (see Link and Peer for the contract between the two sides). A carrier
-// checks the settings every carrier's configuration shares (rank, secret,
-// peers, eager limit, window, timeouts) and fills in their defaults with
-// Common.Normalize.
+// call New with the rank's Config; see Link and Peer for the contract
+// between the two sides. A carrier's configuration embeds Common, the
+// settings every carrier shares, and checks it with Common.Normalize.
 //
 // Carriers. A transport package registers its kind of link as a Carrier
-// (Register, from its init): its name, its preference, whether it reaches
-// only ranks of one host, and how a rank readies it before the ranks meet
-// (Prepare: a listener whose address goes out with the roster) and links
-// to a set of peers afterwards (Prepared.Connect). A group that
-// collectives.Join forms links each pair of ranks by Pick: the carrier
-// both ranks asked for, else the most preferred that both have and that
-// reaches from one to the other (shared memory inside a host, TCP
-// across), and runs one Endpoint over the links of every carrier.
-//
-// Cost. In the steady state a Recv and an eager message allocate nothing
-// in msg: Recv operations, tag queues and eager messages (with a small
-// buffer) are recycled once nothing refers to them.
+// (Register, from its init). A group that collectives.Join forms links
+// each pair of ranks by Pick: the carrier both ranks asked for, else the
+// most preferred that both have and that reaches from one to the other
+// (shared memory inside a host, TCP across), and runs one Endpoint over
+// the links of every carrier.
 //
 // Protocol. A message of at most the link's EagerMax bytes goes at once
 // when the receiver's window (its MaxBuffered per peer, each message
@@ -41,5 +31,6 @@
 // then sends it in chunks straight from its buffer. A sender that gives up
 // (its context, an abort) after the announce retracts the message. A link
 // that can read the sender's memory reads an offered message itself on
-// the Recv's goroutine and answers Done.
+// the Recv's goroutine and answers Done. In the steady state a Recv and an
+// eager message allocate nothing in msg (see pool.go).
 package msg

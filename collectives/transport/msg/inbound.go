@@ -131,7 +131,9 @@ func (p *Peer) Retracted(id uint64, ack bool) error {
 		return nil // its read ends, then answers Done
 	}
 	if m == nil && ack {
-		m = p.arrivedRTS(id)
+		if _, q, i := p.arrivedRTS(id); q != nil {
+			m = q.arrived[i]
+		}
 	}
 	lane := 0 // a message no longer held: the first lane
 	if m != nil {
@@ -144,17 +146,17 @@ func (p *Peer) Retracted(id uint64, ack bool) error {
 	return nil
 }
 
-// arrivedRTS finds announced message id among those waiting for a Recv.
-// p.mu is held.
-func (p *Peer) arrivedRTS(id uint64) *inMsg {
-	for _, q := range p.queues {
-		for _, m := range q.arrived {
+// arrivedRTS finds announced message id among those waiting for a Recv:
+// q.arrived[i] of tag's queue q (nil: none). p.mu is held.
+func (p *Peer) arrivedRTS(id uint64) (transport.Tag, *tagQ, int) {
+	for tag, q := range p.queues {
+		for i, m := range q.arrived {
 			if !m.eager && m.id == id {
-				return m
+				return tag, q, i
 			}
 		}
 	}
-	return nil
+	return transport.Tag{}, nil, 0
 }
 
 // Aborted takes the peer's abort of collective (group, seq), aborted at

@@ -243,15 +243,10 @@ func (p *Peer) retract(id uint64) {
 		p.match(m.tag, q)
 		return
 	}
-	for tag, q := range p.queues {
-		for i, m := range q.arrived {
-			if !m.eager && m.id == id {
-				q.arrived = append(q.arrived[:i], q.arrived[i+1:]...)
-				p.rts--
-				p.tidy(tag, q)
-				return
-			}
-		}
+	if tag, q, i := p.arrivedRTS(id); q != nil {
+		q.arrived = append(q.arrived[:i], q.arrived[i+1:]...)
+		p.rts--
+		p.tidy(tag, q)
 	}
 }
 

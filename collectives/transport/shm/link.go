@@ -191,9 +191,7 @@ func (l *link) takeDown(cause error) (first bool) {
 		}
 		l.down.Store(true)
 		close(l.gone)
-		if l.sock != nil {
-			l.sock.shut()
-		}
+		l.sock.shut()
 		l.waken.fire()
 	})
 	l.unmapOnce.Do(func() {
