@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 // twoHosts starts 2 hosts x 2 ranks on this machine, each pair of ranks
@@ -59,6 +61,7 @@ func TestTwoHostsMatrix(t *testing.T) {
 func TestTwoHostsKill(t *testing.T) {
 	for _, victim := range []int{1, 2} {
 		t.Run(fmt.Sprintf("rank%d", victim), func(t *testing.T) {
+			testenv.Sliced(t, victim == 1) // the plain run kills on host 0; the paused twin pauses on host 1
 			ranks := twoHosts(t, "check", "soak", "--size", "4MiB", "--iters", "100000", "--timeout", "60s")
 			for _, k := range ranks {
 				if _, ok := k.await(2*time.Minute, "SOAK 1"); !ok {
@@ -93,6 +96,7 @@ func TestTwoHostsKill(t *testing.T) {
 func TestTwoHostsPausedRankKept(t *testing.T) {
 	for _, victim := range []int{1, 2} {
 		t.Run(fmt.Sprintf("rank%d", victim), func(t *testing.T) {
+			testenv.Sliced(t, victim == 2)
 			ranks := twoHosts(t, "check", "soak", "--size", "64KiB", "--iters", "3000")
 			for _, k := range ranks {
 				if _, ok := k.await(2*time.Minute, "SOAK 1"); !ok {
