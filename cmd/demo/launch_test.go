@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives"
+	choreolaunch "github.com/choreo-gpu/choreo/launch"
 )
 
 // fakeLaunch launches n fake ranks of mode in this process and returns
@@ -223,7 +224,7 @@ func TestLauncherOnCtrlCLeavesNoRank(t *testing.T) {
 }
 
 func TestLauncherKilledLeavesNoRank(t *testing.T) {
-	if !pdeathsig {
+	if !choreolaunch.DiesWithLauncher {
 		t.Skip("only Linux kills a dead launcher's ranks")
 	}
 	launcher, pids, wait := launcherPids(t)
