@@ -2,14 +2,18 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"image/color"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
+	"github.com/dustin/go-humanize"
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
@@ -125,13 +129,15 @@ type row struct {
 	name     string
 }
 
-// bar is a span on a row; depth is how deep it nests on its row.
+// bar is a span on a row; depth is how deep it nests on its row; label
+// is the text drawn in it where it is wide enough (its op and size).
 type bar struct {
 	row        int
 	start, end float64
 	depth      int
 	async      bool
 	col        color.Color
+	label      string
 }
 
 // flowLine is a fence flow from (x0, row0) to (x1, row1).
@@ -181,6 +187,7 @@ func newTimeline(f *trace.File, from, to float64) *timeline {
 		start, end float64
 		async      bool
 		col        color.Color
+		label      string
 	}
 	var spans []span
 	begins := map[string]trace.ChromeEvent{}
@@ -205,14 +212,14 @@ func newTimeline(f *trace.File, from, to float64) *timeline {
 				end += *e.Dur
 			}
 			if in(e.TS, end) {
-				spans = append(spans, span{k, e.TS, end, false, colorOf(e)})
+				spans = append(spans, span{k, e.TS, end, false, colorOf(e), spanLabel(e)})
 			}
 		case "b":
 			begins[fmt.Sprint(e.PID, e.Cat, e.ID)] = e
 		case "e":
 			b, ok := begins[fmt.Sprint(e.PID, e.Cat, e.ID)]
 			if ok && in(b.TS, e.TS) {
-				spans = append(spans, span{trackKey{b.PID, b.TID}, b.TS, e.TS, true, colorOf(b)})
+				spans = append(spans, span{trackKey{b.PID, b.TID}, b.TS, e.TS, true, colorOf(b), spanLabel(b)})
 			}
 		case "s":
 			flowStarts[e.ID] = e
@@ -252,7 +259,7 @@ func newTimeline(f *trace.File, from, to float64) *timeline {
 		}
 		stacks[s.k] = st
 		a, b := math.Max(s.start, lo), math.Min(s.end, hi)
-		tl.bars = append(tl.bars, bar{rowOf[s.k], a - first, b - first, depth, s.async, s.col})
+		tl.bars = append(tl.bars, bar{rowOf[s.k], a - first, b - first, depth, s.async, s.col, s.label})
 		tl.x0, tl.x1 = math.Min(tl.x0, a-first), math.Max(tl.x1, b-first)
 	}
 	for _, fl := range flows {
@@ -274,10 +281,56 @@ func (t *timeline) labels() []string {
 	return out
 }
 
-// Plot implements plot.Plotter: the bars, nested ones thinner, then the
-// flows over them.
+// spanLabel is a span's text: its name and, if it moved bytes, their
+// size ("allreduce 4.0 KiB").
+func spanLabel(e trace.ChromeEvent) string {
+	if n, ok := argInt(e.Args["bytes"]); ok && n > 0 {
+		return e.Name + " " + humanize.IBytes(uint64(n))
+	}
+	return e.Name
+}
+
+// argInt is a numeric arg as read (json.Number) or as made (a Go number).
+func argInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		n, err := x.Int64()
+		return n, err == nil
+	case float64:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	}
+	return 0, false
+}
+
+// fitLabel is the longest of label and its first word that fits in
+// width and height with style sty, or "" if neither does.
+func fitLabel(sty text.Style, label string, width, height vg.Length) string {
+	if label == "" || sty.Height(label) > height {
+		return ""
+	}
+	for _, l := range []string{label, strings.Fields(label)[0]} {
+		if sty.Width(l)+2*labelPad <= width {
+			return l
+		}
+	}
+	return ""
+}
+
+// labelPad is the room left of and right of a bar's label.
+const labelPad = vg.Length(1.5)
+
+// Plot implements plot.Plotter: the bars, nested ones thinner, each with
+// its label where it is wide enough, then the flows over them.
 func (t *timeline) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
+	sty := p.X.Tick.Label
+	sty.Color = color.White
+	sty.Font.Size = vg.Points(6)
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YCenter
 	for _, b := range t.bars {
 		half := 0.36 * math.Pow(0.72, float64(b.depth))
 		if b.async {
@@ -289,6 +342,17 @@ func (t *timeline) Plot(c draw.Canvas, p *plot.Plot) {
 		}
 		y0, y1 := trY(float64(b.row)-half), trY(float64(b.row)+half)
 		c.FillPolygon(b.col, []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
+	}
+	for i, b := range t.bars { // over every bar, each where no nested bar covers it
+		from, to := t.labelRoom(i)
+		x0, x1 := trX(from), trX(to)
+		y0, y1 := trY(float64(b.row)-0.36*math.Pow(0.72, float64(b.depth))), trY(float64(b.row)+0.36*math.Pow(0.72, float64(b.depth)))
+		if b.async {
+			y0, y1 = trY(float64(b.row)-0.18), trY(float64(b.row)+0.18)
+		}
+		if l := fitLabel(sty, b.label, x1-x0, y1-y0); l != "" {
+			c.FillText(sty, vg.Point{X: x0 + labelPad, Y: (y0 + y1) / 2}, l)
+		}
 	}
 	ls := draw.LineStyle{Color: color.RGBA{200, 0, 0, 200}, Width: vg.Points(0.8)}
 	for _, f := range t.flows {
@@ -312,6 +376,30 @@ func arrowHead(x0, y0, x1, y1 vg.Length) []vg.Point {
 		{X: vg.Length(bx - size/2*dy), Y: vg.Length(by + size/2*dx)},
 		{X: vg.Length(bx + size/2*dy), Y: vg.Length(by - size/2*dx)},
 	}
+}
+
+// labelRoom is where bar i's label may go: the widest stretch of the
+// bar that no bar nested in it covers. The bars are in order of start.
+func (t *timeline) labelRoom(i int) (from, to float64) {
+	b := t.bars[i]
+	from, to = b.start, b.start
+	at := b.start // the end of what is covered so far
+	for _, n := range t.bars[i+1:] {
+		if n.start >= b.end {
+			break
+		}
+		if n.row != b.row || n.depth <= b.depth || n.async {
+			continue
+		}
+		if n.start-at > to-from {
+			from, to = at, n.start
+		}
+		at = max(at, n.end)
+	}
+	if b.end-at > to-from {
+		from, to = at, b.end
+	}
+	return from, to
 }
 
 // DataRange implements plot.DataRanger.
