@@ -14,8 +14,13 @@ import (
 // flag package and most Unix tools exit).
 const exitUsage = 2
 
-// errUnknownCommand is a command word the demo does not have.
-var errUnknownCommand = errors.New("unknown command")
+// Errors of a command line.
+var (
+	// errUnknownCommand is a command word the demo does not have.
+	errUnknownCommand = errors.New("unknown command")
+	// errMissingValue is a flag given without its value.
+	errMissingValue = errors.New("missing value")
+)
 
 // parseArgs parses the command line into c. A command line the demo
 // refuses yields one line naming the fault and one with a hint, written

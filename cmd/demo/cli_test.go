@@ -182,3 +182,23 @@ func TestTraceWrittenOnSIGINT(t *testing.T) {
 		t.Errorf("all-reduce spans per rank %v, want both ranks'\nstderr:\n%s", tasks, stderr)
 	}
 }
+
+// TestLiftObsFlags: a launch's rank command line gives its --trace,
+// --metrics and --metrics-linger to the launcher, in both spellings, and
+// keeps the rest in order; the launcher's own flags win.
+func TestLiftObsFlags(t *testing.T) {
+	obs := obsFlags{Metrics: ":9000"}
+	rest, err := liftObsFlags([]string{"run", "--steps", "3", "--trace", "t.json", "--metrics=:9480", "--metrics-linger=2s", "--size", "4KiB", "--", "--trace", "x"}, &obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rest, " "); got != "run --steps 3 --size 4KiB -- --trace x" {
+		t.Errorf("rest %q", got)
+	}
+	if obs.Trace != "t.json" || obs.Metrics != ":9000" || obs.MetricsLinger != 2*time.Second {
+		t.Errorf("lifted %+v", obs)
+	}
+	if _, err := liftObsFlags([]string{"run", "--trace"}, &obsFlags{}); !errors.Is(err, errMissingValue) {
+		t.Errorf("--trace without a value: %v", err)
+	}
+}

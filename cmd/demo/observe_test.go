@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +19,9 @@ import (
 
 // TestLaunchTraceMerged: a run of 4 processes with --trace leaves one
 // file, merged from the ranks' parts: a process per rank, each with its
-// all-reduce tasks, and every flow with both ends on one rank, in order.
+// all-reduce tasks (their group id exact, one for all ranks), every flow
+// with both ends on one rank, in order, and, the run having passed, no
+// failed span (the ranks leaving is not traced).
 func TestLaunchTraceMerged(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "trace.json")
 	cmd, stdout, stderr := demoCmd(t, 2*time.Minute, "run", "--ranks", "4", "--steps", "2", "--size", "4KiB",
@@ -37,12 +41,17 @@ func TestLaunchTraceMerged(t *testing.T) {
 	names := map[int]string{}
 	tasks := map[int]int{}
 	starts, ends := map[string]trace.ChromeEvent{}, map[string]trace.ChromeEvent{}
+	groups := map[string]bool{}
 	for _, e := range tf.TraceEvents {
+		if e.Args["error"] != nil {
+			t.Errorf("a passed run's trace has a failed event: %+v", e)
+		}
 		switch {
 		case e.Ph == "M" && e.Name == "process_name":
 			names[e.PID], _ = e.Args["name"].(string)
 		case e.Ph == "X" && e.Cat == "comm" && e.Name == "allreduce":
 			tasks[e.PID]++
+			groups[fmt.Sprint(e.Args["group"])] = true
 		case e.Ph == "s":
 			starts[e.ID] = e
 		case e.Ph == "f":
@@ -55,6 +64,11 @@ func TestLaunchTraceMerged(t *testing.T) {
 		}
 		if tasks[r] < 2 {
 			t.Errorf("rank %d: %d all-reduce tasks, want the 2 steps' at least", r, tasks[r])
+		}
+	}
+	for g := range groups {
+		if _, err := strconv.ParseUint(g, 10, 64); err != nil || len(groups) != 1 {
+			t.Errorf("all-reduce group ids %v, want one decimal id", groups)
 		}
 	}
 	if len(starts) == 0 || len(starts) != len(ends) {
