@@ -392,3 +392,48 @@ func TestChoreorunParseError(t *testing.T) {
 		}
 	}
 }
+
+// Over ssh, a rank failing on the second host stops both hosts' ranks, and
+// choreorun's one line names the node and what its choreorun said.
+func TestChoreorunOverSSHRankFails(t *testing.T) {
+	choreorun, prog := binaries(t)
+	ssh, _ := fakeSSH(t)
+	pids := t.TempDir()
+	p := startProc(t, 3*time.Minute, nil, choreorun, "-n", "4", "--hosts", "127.0.0.1,node-b", "--ssh", ssh,
+		"-x", "ALLREDUCE_FAIL_RANK=3", "--env", "ALLREDUCE_PID_DIR="+pids, prog)
+	if code := p.wait(); code != 1 {
+		t.Fatalf("exit status %d, want 1\n%s", code, p)
+	}
+	line := summaryLine(t, p)
+	want := regexp.MustCompile(`^choreorun: node 1 exited 1 after [0-9.]+m?s: rank 3 exited 1 after [0-9.]+m?s: allreduce: failing on purpose before the join: x+\.\.\.(; \d+ more failed)?; 1 other stopped$`)
+	if !want.MatchString(line) {
+		t.Errorf("summary %q does not match %v", line, want)
+	}
+	waitPidsGone(t, pids, 4)
+}
+
+// Ctrl-C (SIGINT) stops every rank: choreorun exits 130 and leaves none.
+func TestChoreorunInterrupted(t *testing.T) {
+	choreorun, _ := binaries(t)
+	pids := t.TempDir()
+	p := startProc(t, 2*time.Minute, nil, choreorun, "-n", "3", "--grace", "1s", "--",
+		"sh", "-c", `echo $$ > `+pids+`/$CHOREO_RANK; echo started; exec sleep 60`)
+	for end := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if files, _ := os.ReadDir(pids); len(files) == 3 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the ranks did not start\n%s", p)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 130 {
+		t.Errorf("exit status %d, want 130\n%s", code, p)
+	}
+	if line := summaryLine(t, p); line != "choreorun: interrupted (interrupt); 3 ranks stopped" {
+		t.Errorf("summary %q", line)
+	}
+	waitPidsGone(t, pids, 3)
+}
