@@ -67,7 +67,7 @@ type cli struct {
 	Deadline     time.Duration `help:"Stop every rank after this long; 0: no limit."`
 	Agent        bool          `hidden:"" help:"Run as a node started over ssh: the launch's variables on standard input."`
 	PeerLostExit int           `name:"peer-lost-exit" hidden:"" help:"The exit status of a rank that only lost a peer."`
-	Command      []string      `arg:"" optional:"" passthrough:"" name:"command" help:"The program and its arguments."`
+	Command      []string      `arg:"" optional:"" passthrough:"" name:"program" help:"The program each rank runs, and its arguments ('--' before it ends choreorun's flags)."`
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
