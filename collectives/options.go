@@ -45,7 +45,16 @@ type config struct {
 	// peerTimeout: WithPeerTimeout's, for Join; 0 when not set.
 	peerTimeout time.Duration
 	hosts       []string // WithHosts's: each rank's host identity
+	// name: the group's name (WithName's, else derived: metrics.go).
+	name string
 }
+
+// WithName names the group: the group label of its metrics, and the prefix
+// of the names of the groups Split makes from it. Every rank must pass the
+// same name, and groups that report to one endpoint at once should have
+// different ones. Without it the name is derived, the same on every rank
+// and in every run of the same program (Group.Name says how).
+func WithName(name string) Option { return func(c *config) { c.name = name } }
 
 // TraceEvent reports one finished collective: which, on which rank, the
 // fence's (side, op, value) sequence, how long it took and its error.

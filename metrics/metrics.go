@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -11,54 +10,63 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Gauges is what a group reports when the gauges are read.
+// Gauges is what a group's rank reports when the gauges are read.
 type Gauges struct {
 	FencesLive      int64
 	GPUWaitsPending int64
 	StagingBytes    int64
 }
 
-// Metrics is choreo's instruments on one MeterProvider. A nil *Metrics
-// records nothing. Safe for concurrent use.
+// Metrics is choreo's instruments on one MeterProvider. Every series
+// carries the labels group (the group's name) and rank (the rank in that
+// group). A nil *Metrics records nothing. Safe for concurrent use.
 type Metrics struct {
 	calls    metric.Int64Counter
 	bytes    metric.Int64Counter
 	failures metric.Int64Counter
 	latency  metric.Float64Histogram
 
-	attrs sync.Map // opKey -> metric.MeasurementOption: one attribute set per group and op
+	attrs sync.Map // opKey -> metric.MeasurementOption: one attribute set per group, rank and op
 
-	mu     sync.Mutex
-	groups map[rankKey]func() Gauges // per group and rank: its gauges
-	reg    metric.Registration
+	mu      sync.Mutex
+	watches map[uint64]watch // by a number of its own: groups may share a name
+	next    uint64
+	reg     metric.Registration
+}
+
+// watch is one group rank's gauges, read at each collection.
+type watch struct {
+	key  rankKey
+	read func() Gauges
 }
 
 type rankKey struct {
-	group uint64
+	group string
 	rank  int
 }
 
 type opKey struct {
-	group uint64
+	group string
+	rank  int
 	op    string
 }
 
 // New makes the instruments on mp's meter "choreo".
 func New(mp metric.MeterProvider) (*Metrics, error) {
 	meter := mp.Meter("github.com/choreo-gpu/choreo")
-	m := &Metrics{groups: map[rankKey]func() Gauges{}}
+	m := &Metrics{watches: map[uint64]watch{}}
 	var err error
 	fail := func(what string, err error) (*Metrics, error) {
 		return nil, fmt.Errorf("metrics: %s: %w", what, err)
 	}
-	if m.calls, err = meter.Int64Counter("choreo.collective.calls", metric.WithDescription("Collectives finished, by group and op.")); err != nil {
+	if m.calls, err = meter.Int64Counter("choreo.collective.calls", metric.WithDescription("Collectives finished, by group, rank and op.")); err != nil {
 		return fail("calls", err)
 	}
 	if m.bytes, err = meter.Int64Counter("choreo.collective.payload", metric.WithUnit("By"),
-		metric.WithDescription("Payload bytes of finished collectives, per rank.")); err != nil {
+		metric.WithDescription("Payload bytes of finished collectives, by group, rank and op.")); err != nil {
 		return fail("bytes", err)
 	}
-	if m.failures, err = meter.Int64Counter("choreo.collective.failures", metric.WithDescription("Failed collectives, by group, op and cause.")); err != nil {
+	if m.failures, err = meter.Int64Counter("choreo.collective.failures", metric.WithDescription("Failed collectives, by group, rank, op and cause.")); err != nil {
 		return fail("failures", err)
 	}
 	if m.latency, err = meter.Float64Histogram("choreo.collective.latency", metric.WithUnit("s"),
@@ -80,11 +88,8 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 		return fail("staging", err)
 	}
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		for k, read := range m.groups {
-			g := read()
-			set := metric.WithAttributes(attribute.String("group", strconv.FormatUint(k.group, 10)), attribute.Int("rank", k.rank))
+		for k, g := range m.gauges() {
+			set := metric.WithAttributeSet(attribute.NewSet(attribute.String("group", k.group), attribute.Int("rank", k.rank)))
 			o.ObserveInt64(fences, g.FencesLive, set)
 			o.ObserveInt64(waits, g.GPUWaitsPending, set)
 			o.ObserveInt64(staging, g.StagingBytes, set)
@@ -97,47 +102,70 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 	return m, nil
 }
 
-// attrs is the attribute set of (group, op), made once.
-func (m *Metrics) attrsOf(group uint64, op string) metric.MeasurementOption {
-	k := opKey{group, op}
+// gauges reads every watched rank's gauges, summed per group and rank
+// (two groups of one name and rank count as one series).
+func (m *Metrics) gauges() map[rankKey]Gauges {
+	m.mu.Lock()
+	reads := make([]watch, 0, len(m.watches))
+	for _, w := range m.watches {
+		reads = append(reads, w)
+	}
+	m.mu.Unlock()
+	out := make(map[rankKey]Gauges, len(reads))
+	for _, w := range reads {
+		g, sum := w.read(), out[w.key]
+		sum.FencesLive += g.FencesLive
+		sum.GPUWaitsPending += g.GPUWaitsPending
+		sum.StagingBytes += g.StagingBytes
+		out[w.key] = sum
+	}
+	return out
+}
+
+// attrsOf is the attribute set of (group, rank, op), made once.
+func (m *Metrics) attrsOf(group string, rank int, op string) metric.MeasurementOption {
+	k := opKey{group, rank, op}
 	if a, ok := m.attrs.Load(k); ok {
 		return a.(metric.MeasurementOption)
 	}
-	a := metric.WithAttributeSet(attribute.NewSet(attribute.String("group", strconv.FormatUint(group, 10)), attribute.String("op", op)))
+	a := metric.WithAttributeSet(attribute.NewSet(attribute.String("group", group), attribute.Int("rank", rank), attribute.String("op", op)))
 	actual, _ := m.attrs.LoadOrStore(k, a)
 	return actual.(metric.MeasurementOption)
 }
 
-// Collective records one finished collective of group: its op, payload
-// bytes, latency and, if it failed, the cause ("" when it succeeded).
-func (m *Metrics) Collective(group uint64, op string, bytes int, d time.Duration, cause string) {
+// Collective records one finished collective of rank of group (its name):
+// its op, payload bytes, latency and, if it failed, the cause ("" when it
+// succeeded).
+func (m *Metrics) Collective(group string, rank int, op string, bytes int, d time.Duration, cause string) {
 	if m == nil {
 		return
 	}
 	ctx := context.Background()
-	a := m.attrsOf(group, op)
+	a := m.attrsOf(group, rank, op)
 	m.calls.Add(ctx, 1, a)
 	m.bytes.Add(ctx, int64(bytes), a)
 	m.latency.Record(ctx, d.Seconds(), a)
 	if cause != "" {
-		m.failures.Add(ctx, 1, metric.WithAttributes(attribute.String("group", strconv.FormatUint(group, 10)),
+		m.failures.Add(ctx, 1, metric.WithAttributes(attribute.String("group", group), attribute.Int("rank", rank),
 			attribute.String("op", op), attribute.String("cause", cause)))
 	}
 }
 
-// Watch reads the gauges of rank of group with read whenever the metrics
-// are collected, until the returned stop is called. read must not block.
-func (m *Metrics) Watch(group uint64, rank int, read func() Gauges) (stop func()) {
+// Watch reads the gauges of rank of group (its name) with read whenever
+// the metrics are collected, until the returned stop is called. read must
+// not block. Groups that share a name and rank are summed.
+func (m *Metrics) Watch(group string, rank int, read func() Gauges) (stop func()) {
 	if m == nil {
 		return func() {}
 	}
-	k := rankKey{group, rank}
 	m.mu.Lock()
-	m.groups[k] = read
+	m.next++
+	id := m.next
+	m.watches[id] = watch{rankKey{group, rank}, read}
 	m.mu.Unlock()
 	return func() {
 		m.mu.Lock()
-		delete(m.groups, k)
+		delete(m.watches, id)
 		m.mu.Unlock()
 	}
 }

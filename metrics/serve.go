@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -32,7 +33,9 @@ type Server struct {
 }
 
 // Serve starts a Prometheus endpoint on addr (host:port; an empty host is
-// loopback, port 0 picks a free one) and the Metrics it serves.
+// loopback, port 0 picks a free one) and the Metrics it serves, beside the
+// Go runtime's (go_*) and the process's (process_*) metrics, under the
+// service name ServiceName gives.
 func Serve(addr string, log *zap.Logger) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -45,11 +48,21 @@ func Serve(addr string, log *zap.Logger) (*Server, error) {
 		host = "127.0.0.1" // off the network unless asked
 	}
 	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("metrics: go collector: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("metrics: process collector: %w", err)
+	}
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("metrics: prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	res, err := serviceResource(ServiceName())
+	if err != nil {
+		return nil, fmt.Errorf("metrics: resource: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
 	m, err := New(mp)
 	if err != nil {
 		_ = mp.Shutdown(context.Background())
