@@ -13,6 +13,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/reduce"
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/gpu"
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 // layout is a fake assignment of in-process ranks to hosts.
@@ -210,12 +211,15 @@ func exactOp(d algo.Desc) bool {
 // the result is one in every order (integers, min, max, gathers,
 // broadcasts), else against the float64 reference; every rank of an
 // all-reduce gets the same bits. The uneven layout takes the flat
-// algorithms for all but broadcast, and the watch proves which ran.
+// algorithms for all but broadcast, and the watch proves which ran. The
+// plain run takes each layout one way (Auto and forced in turn);
+// CHOREO_TEST_FULL=1 both ways.
 func TestHierMatrix(t *testing.T) {
 	counts := []int{0, 1, 13, 1001}
-	for _, lay := range hierLayouts {
+	for li, lay := range hierLayouts {
 		for _, plain := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/plain=%v", lay.name, plain), func(t *testing.T) {
+				testenv.Sliced(t, plain == (li%2 == 0))
 				t.Parallel()
 				topo := topologyOf(t, lay.hosts)
 				n := len(lay.hosts)
