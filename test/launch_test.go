@@ -351,11 +351,11 @@ func zombie(pid int) bool {
 // chosen up front, outside the ephemeral range; every other rank binds
 // its own), and the launch ends with every rank's result or one summary
 // line. 256 ranks with CHOREO_TEST_FULL=1 (about a minute on 2 cores),
-// else 16.
+// else 8.
 func TestChoreorunManyRanksBindNoPortTaken(t *testing.T) {
 	choreorun, _ := binaries(t)
 	prog := plainProg(t)
-	n := 16
+	n := 8
 	if testenv.Full() {
 		n = 256
 	}
@@ -396,6 +396,7 @@ func TestChoreorunParseError(t *testing.T) {
 // Over ssh, a rank failing on the second host stops both hosts' ranks, and
 // choreorun's one line names the node and what its choreorun said.
 func TestChoreorunOverSSHRankFails(t *testing.T) {
+	testenv.Sliced(t, false) // a failing rank is the plain run's in TestChoreorunRankFailingAtStart
 	choreorun, prog := binaries(t)
 	ssh, _ := fakeSSH(t)
 	pids := t.TempDir()
