@@ -19,7 +19,15 @@
 //     between the roster and the data plane (ErrPeerLost naming it);
 //   - a rank paused 3 s (SIGSTOP, then SIGCONT) resumes in its group; one
 //     paused 20 s with a 10 s peer timeout is lost on every other rank
-//     within 11 s (with CHOREO_TEST_FULL=1).
+//     within 11 s (with CHOREO_TEST_FULL=1);
+//   - the README's program under choreorun: 4 ranks, two launchers as two
+//     nodes, two hosts over an ssh stand-in, many ranks without a bind
+//     error; from torchrun's, Open MPI's and Slurm's variables; a rank
+//     failing at start ends the launch in one line of at most 200
+//     characters; Ctrl-C leaves no rank;
+//   - two hosts of two ranks each (CHOREO_HOST_ID): the matrix over shared
+//     memory inside each host and TCP between them, a rank killed on one
+//     host and one paused on the other.
 //
 // The frame and handshake decoders of the data plane are fuzzed in
 // collectives/transport/tcp (FuzzFrame, FuzzHandshake, FuzzInbound), run

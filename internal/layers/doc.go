@@ -9,6 +9,7 @@
 //	0  trace                                    per-rank timelines in the Chrome trace format
 //	0  metrics                                  OpenTelemetry instruments and the Prometheus endpoint
 //	1  gpu                                      the device interfaces, the command set
+//	1  launch                                   starts a program's ranks and watches them (cmd/choreorun, demo launch)
 //	2  metalshader                              Metal kernel sources
 //	2  gpu/cuda/nccl                            NCCL through purego (the CUDA backend's collective engine)
 //	3  gpu/sim, gpu/cuda, gpu/metal, gpu/gputest, internal/darwincheck
