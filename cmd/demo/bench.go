@@ -26,12 +26,14 @@ type benchFlags struct {
 	DType   string        `name:"dtype" help:"Element type." default:"float32"`
 	Ops     string        `help:"Comma-separated ops: allreduce, allreduce_inplace, allgather, reducescatter, broadcast, sendrecv (a ring: each rank sends to the next and receives from the one before), alltoall, alltoallv (an uneven split with a zero count per rank), gather, scatter, reduce (root 0), sendrecv_batch (the ring as one Batch of a send and a receive)." default:"allreduce,allreduce_inplace,allgather,reducescatter,broadcast,sendrecv,alltoall,alltoallv,gather,scatter,reduce,sendrecv_batch"`
 	MinSize sizeFlag      `help:"Smallest size per rank." default:"4KiB"`
-	MaxSize sizeFlag      `help:"Largest size per rank." default:"64MiB"`
+	MaxSize sizeFlag      `help:"Largest size per rank (0: 64 MiB, less for in-process ranks where their buffers would take more than about 1 GiB: 16 MiB for 4)." default:"0"`
 	Factor  int           `help:"Size step factor." default:"4"`
 	Sizes   string        `help:"Comma-separated sizes per rank (e.g. 4KiB,16MiB), measured instead of the min-size..max-size sweep."`
 	Iters   int           `help:"Timed iterations per size (0: by size, as in the peers' method)." default:"0"`
 	Timeout time.Duration `help:"Deadline of each collective." default:"60s"`
 	Profile string        `name:"cpuprofile" help:"Write a CPU profile (go tool pprof) of the sweep to this file; a rank that is a process writes FILE.rankN." placeholder:"FILE"`
+
+	capped bool // resolveMaxSize stopped the sweep short of 64 MiB for memory
 }
 
 // args is f as flags of `demo node bench`.
@@ -125,9 +127,11 @@ func (f pathFlags) setEnv() error {
 
 // Run launches the ranks, or runs them here with --inproc.
 func (c *benchCmd) Run(g *globals) error {
+	c.resolveMaxSize(c.Inproc, c.Ranks)
 	if _, _, err := c.check(); err != nil {
 		return err
 	}
+	c.limitHeap()
 	if !c.Inproc {
 		if err := c.pathFlags.setEnv(); err != nil {
 			return err
@@ -182,6 +186,9 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 		out = os.Stdout
 		fmt.Printf("choreo bench: %s, %s\n", w.describe(), dt)
 		fmt.Printf("data path: %s\n", w.pathLine())
+		if f.capped {
+			f.noteCapped(out, w.size)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.Timeout+time.Minute)
 	defer cancel()

@@ -13,7 +13,14 @@
 //
 // The launcher leads each rank's output lines with "[rank] ", stops the
 // other ranks when one fails and names it, and leaves no rank behind on
-// Ctrl-C. The command line is parsed with github.com/alecthomas/kong, sizes
+// Ctrl-C. Rank 0 prints as it goes: each bench row once measured, a
+// progress line now and then in a long run; a failed collective is
+// reported once, as a block by rank 0 (or the process holding every rank)
+// and in one line by each other rank. --trace FILE is written however the
+// run ends: each rank saves its part on SIGINT or SIGTERM, and the
+// launcher merges the parts that exist. run, bench and their ranks
+// (launch ... run) take the same flags; -n is also -np; a command line
+// the demo refuses is one line and a hint, exit status 2. The command line is parsed with github.com/alecthomas/kong, sizes
 // with github.com/dustin/go-humanize, the progress bar is
 // github.com/schollz/progressbar; all logging goes through zap.
 package main

@@ -58,6 +58,7 @@ type nodeBenchCmd struct {
 // Run joins and runs the sweep; the latency line's pair is ranks 0 and 1,
 // split off the group.
 func (c *nodeBenchCmd) Run(g *globals) error {
+	c.resolveMaxSize(false, 1)
 	if _, _, err := c.check(); err != nil {
 		return err
 	}

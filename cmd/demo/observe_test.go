@@ -116,9 +116,10 @@ func TestMetricsAfterDemoRun(t *testing.T) {
 	}
 	// 3 steps and the totals' all-reduce, on each of 2 ranks.
 	for _, want := range []string{
-		`choreo_collective_calls_total{group="1",op="allreduce"} 8`,
-		`choreo_collective_latency_seconds_count{group="1",op="allreduce"} 8`,
-		`choreo_fences_live{group="1",rank="0"}`,
+		`choreo_collective_calls_total{group="group-1",op="allreduce",rank="0"} 4`,
+		`choreo_collective_calls_total{group="group-1",op="allreduce",rank="1"} 4`,
+		`choreo_collective_latency_seconds_count{group="group-1",op="allreduce",rank="1"} 4`,
+		`choreo_fences_live{group="group-1",rank="0"}`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("scrape lacks %q:\n%s", want, body)
