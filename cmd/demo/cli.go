@@ -50,7 +50,27 @@ func parseArgs(c *cli, args []string, stdout, stderr io.Writer) (ctx *kong.Conte
 		usageError(stderr, err, parsedPath(pe))
 		return nil, exitUsage, false
 	}
+	if err := unknownRankCommand(p.Model.Node, c.Launch.Args, ctx.Command()); err != nil {
+		usageError(stderr, err, "launch")
+		return nil, exitUsage, false
+	}
 	return ctx, 0, true
+}
+
+// unknownRankCommand finds, in the rank command line args of a launch
+// (command), a first word that is not a command of `demo node`.
+func unknownRankCommand(top *kong.Node, args []string, command string) error {
+	if !strings.HasPrefix(command, "launch") || len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return nil
+	}
+	for _, n := range top.Children {
+		if n.Type == kong.CommandNode && n.Name == "node" {
+			if _, err := unknownCommand(n, args[:1]); err != nil {
+				return fmt.Errorf("%w %q: demo launch runs one of %s", errUnknownCommand, args[0], strings.Join(commandNames(n), ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // usageError writes err as one line and a hint to the help of the
@@ -109,19 +129,26 @@ func unknownCommand(top *kong.Node, args []string) (path string, err error) {
 		}
 		i := slices.IndexFunc(cmds, func(n *kong.Node) bool { return n.Name == a || slices.Contains(n.Aliases, a) })
 		if i < 0 {
-			names := make([]string, len(cmds))
-			for j, n := range cmds {
-				names[j] = n.Name
-			}
 			where := "demo"
 			if p := commandPath(node); p != "" {
 				where += " " + p
 			}
-			return commandPath(node), fmt.Errorf("%w %q: %s has %s", errUnknownCommand, a, where, strings.Join(names, ", "))
+			return commandPath(node), fmt.Errorf("%w %q: %s has %s", errUnknownCommand, a, where, strings.Join(commandNames(node), ", "))
 		}
 		node = cmds[i]
 	}
 	return "", nil
+}
+
+// commandNames are the names of node's visible subcommands.
+func commandNames(node *kong.Node) []string {
+	var names []string
+	for _, ch := range node.Children {
+		if ch.Type == kong.CommandNode && !ch.Hidden {
+			names = append(names, ch.Name)
+		}
+	}
+	return names
 }
 
 // boolFlag reports whether a is a flag of node (or above) that takes no

@@ -70,6 +70,7 @@ func TestParseErrorIsOneLineAndAHint(t *testing.T) {
 		{[]string{"-v", "frobnicate"}, `demo: unknown command "frobnicate"`, "see 'demo --help'"},
 		{[]string{"node", "frob"}, `demo: unknown command "frob": demo node has run, bench, check`, "see 'demo node --help'"},
 		{[]string{"trace", "draw"}, `demo: unknown command "draw": demo trace has render`, "see 'demo trace --help'"},
+		{[]string{"launch", "-n", "2", "frob"}, `demo: unknown command "frob": demo launch runs one of run, bench, check`, "see 'demo launch --help'"},
 		{[]string{"launch", "-np", "p"}, `demo: --n: expected a valid 64 bit int but got "p"`, "see 'demo launch --help'"},
 	} {
 		_, _, code, ok, so, se := parse(tc.args...)
