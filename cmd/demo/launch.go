@@ -35,6 +35,10 @@ func (c *launchCmd) Run(g *globals) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		args = append([]string{"run"}, args...)
 	}
+	args, err := liftObsFlags(args, &c.obsFlags)
+	if err != nil {
+		return err
+	}
 	return launchNodes(g, c.N, args, launchSpec{secret: c.Secret, grace: c.Grace, deadline: c.Deadline, obs: c.obsFlags})
 }
 
