@@ -15,7 +15,7 @@ import (
 )
 
 // Tracer collects the trace events of collective groups: pass Option() (or
-// collectives.WithTrace(tr.Record)) when making the groups. Events are
+// collectives.WithOpHook(tr.Record)) when making the groups. Events are
 // kept in the order they were recorded and told apart by rank only, so
 // give groups whose ranks a Watch must tell apart a Tracer each. Safe for
 // concurrent use.
@@ -27,7 +27,7 @@ type Tracer struct {
 // NewTracer returns an empty Tracer.
 func NewTracer() *Tracer { return &Tracer{} }
 
-// Record keeps ev; it is the function collectives.WithTrace wants, and
+// Record keeps ev; it is the function collectives.WithOpHook wants, and
 // does not block.
 func (t *Tracer) Record(ev collectives.TraceEvent) {
 	t.mu.Lock()
@@ -35,8 +35,8 @@ func (t *Tracer) Record(ev collectives.TraceEvent) {
 	t.mu.Unlock()
 }
 
-// Option is collectives.WithTrace(t.Record).
-func (t *Tracer) Option() collectives.Option { return collectives.WithTrace(t.Record) }
+// Option is collectives.WithOpHook(t.Record).
+func (t *Tracer) Option() collectives.Option { return collectives.WithOpHook(t.Record) }
 
 // Events returns the events of rank, or of every rank if rank < 0.
 func (t *Tracer) Events(rank int) []collectives.TraceEvent {

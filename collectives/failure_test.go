@@ -25,7 +25,7 @@ import (
 func TestR2TimelinesOnRealCollectives(t *testing.T) {
 	var mu sync.Mutex
 	traces := map[string][]fence.Step{}
-	w := newWorld(t, 2, collectives.WithTrace(func(e collectives.TraceEvent) {
+	w := newWorld(t, 2, collectives.WithOpHook(func(e collectives.TraceEvent) {
 		mu.Lock()
 		defer mu.Unlock()
 		traces[fmt.Sprintf("%s/%d/%v", e.Op, e.Rank, e.HasEvent)] = e.Steps

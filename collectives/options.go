@@ -108,9 +108,10 @@ func WithAlgorithm(opts ...algo.Option) Option {
 	return func(c *config) { c.algo = append(c.algo, opts...) }
 }
 
-// WithTrace calls fn after each collective of the group finishes, from the
-// rank's communication stream; fn must not block.
-func WithTrace(fn func(TraceEvent)) Option { return func(c *config) { c.trace = fn } }
+// WithOpHook calls fn once after each collective of the group finishes
+// (its outcome, in a TraceEvent), from the rank's communication stream; fn
+// must not block. For a timeline of what the ranks did, see WithTracer.
+func WithOpHook(fn func(TraceEvent)) Option { return func(c *config) { c.trace = fn } }
 
 // WithTracer records each rank's choreography (GPU stream commands, comm
 // tasks, transport calls, fence waits and updates, failures) into

@@ -45,7 +45,7 @@ func TestStagedAllReduceInParts(t *testing.T) {
 	// rank's collective already runs: a deadline a loaded CI never reaches
 	// (60 s was reached by the int32 case on a 2-core machine with two
 	// busy loops and other test runs beside it).
-	w := newWorldOn(t, stagedDevice(t), 3, collectives.WithTimeout(5*time.Minute), collectives.WithTrace(func(e collectives.TraceEvent) {
+	w := newWorldOn(t, stagedDevice(t), 3, collectives.WithTimeout(5*time.Minute), collectives.WithOpHook(func(e collectives.TraceEvent) {
 		if e.Rank == 0 {
 			steps <- len(e.Steps)
 		}
