@@ -18,6 +18,10 @@ import (
 // their rank here). A rank that passes a negative color joins no group and
 // gets nil. The new group has its own communication stream per rank and
 // its own sequence numbers; it shares this group's transport.
+//
+// Split blocks until every rank of the group has called it (or the
+// group's timeout passes: then it returns ErrTimeout, and a dead peer
+// ErrPeerLost); its errors come back here, never later.
 func (g *Group) Split(color, key int) (*Group, error) {
 	g.mu.Lock()
 	if g.closed {
