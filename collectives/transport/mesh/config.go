@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -109,15 +110,11 @@ func (c Config) normalize() (Config, error) {
 	if len(c.Hello) > MaxHello {
 		return c, bad("hello of %d bytes, over %d", len(c.Hello), MaxHello)
 	}
-	if c.ConnsPerPeer == 0 {
-		c.ConnsPerPeer = 1
-	}
+	c.ConnsPerPeer = cmp.Or(c.ConnsPerPeer, 1)
 	if c.ConnsPerPeer < 1 || c.ConnsPerPeer > MaxConnsPerPeer {
 		return c, bad("ConnsPerPeer %d", c.ConnsPerPeer)
 	}
-	if c.HandshakeTimeout == 0 {
-		c.HandshakeTimeout = DefaultHandshakeTimeout
-	}
+	c.HandshakeTimeout = cmp.Or(c.HandshakeTimeout, DefaultHandshakeTimeout)
 	if c.HandshakeTimeout < 0 || c.Order > HigherDials {
 		return c, bad("HandshakeTimeout %v, Order %d", c.HandshakeTimeout, c.Order)
 	}

@@ -1,6 +1,7 @@
 package msg
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -90,21 +91,11 @@ func (c Common) Normalize(name string, maxBuffered int) (Common, error) {
 	}
 	c.Peers = peers
 	c.Secret = slices.Clone(c.Secret)
-	if c.EagerMax == 0 {
-		c.EagerMax = DefaultEagerMax
-	}
-	if c.MaxBuffered == 0 {
-		c.MaxBuffered = DefaultMaxBuffered
-	}
-	if c.PeerTimeout == 0 {
-		c.PeerTimeout = DefaultPeerTimeout
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = min(c.PeerTimeout/4, DefaultHeartbeatInterval)
-	}
-	if c.HandshakeTimeout == 0 {
-		c.HandshakeTimeout = DefaultHandshakeTimeout
-	}
+	c.EagerMax = cmp.Or(c.EagerMax, DefaultEagerMax)
+	c.MaxBuffered = cmp.Or(c.MaxBuffered, DefaultMaxBuffered)
+	c.PeerTimeout = cmp.Or(c.PeerTimeout, DefaultPeerTimeout)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, min(c.PeerTimeout/4, DefaultHeartbeatInterval))
+	c.HandshakeTimeout = cmp.Or(c.HandshakeTimeout, DefaultHandshakeTimeout)
 	switch {
 	case c.EagerMax < 0:
 		return bad("EagerMax %d", c.EagerMax)

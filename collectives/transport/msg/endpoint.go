@@ -1,6 +1,7 @@
 package msg
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -57,9 +58,7 @@ var (
 // with its Peer and starts the heartbeat. On an error it closes the
 // links.
 func New(cfg Config, links []Link) (*Endpoint, error) {
-	if cfg.Name == "" {
-		cfg.Name = "msg"
-	}
+	cfg.Name = cmp.Or(cfg.Name, "msg")
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}

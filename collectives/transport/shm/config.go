@@ -73,10 +73,8 @@ func (c Config) normalize() (Config, error) {
 	if err := checkGeometry(c.SlotSize, c.Slots); err != nil {
 		return bad("%v", err)
 	}
-	if n, err := cmaMinFromEnv(c.CMAMin); err != nil {
+	if c.CMAMin, err = cmaMinFromEnv(c.CMAMin); err != nil {
 		return bad("%v", err)
-	} else {
-		c.CMAMin = n
 	}
 	if c.CMAMin == 0 {
 		c.CMAMin, c.cmaAuto = DefaultCMAMin, true

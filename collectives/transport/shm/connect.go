@@ -9,19 +9,13 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// ConnectLinks builds this rank's part of the full mesh and returns its
-// links to Config.Peers, indexed by rank (nil elsewhere), once every pair
-// is connected, for a msg.Endpoint whose MaxBuffered is at least
-// cfg.MaxBuffered: it binds its rendezvous socket (an abstract name of
-// Run, Group and Rank) and joins package mesh's full mesh there, each
-// higher rank dialing the lower (label "shm"; see handshake.go for what
-// the ranks announce), and maps each pair's region: the lower rank
-// creates it after the higher proved the secret and hands it over the
-// socket. Connections that fail the handshake are refused, passed to
-// Config.OnRefused, and change nothing; what a stranger may cost is
-// package mesh's bound. The rendezvous socket closes when ConnectLinks
-// returns. ctx bounds the whole; on failure everything is closed and
-// unmapped and the error names the peers still missing.
+// ConnectLinks binds this rank's rendezvous socket (an abstract name of
+// Run, Group and Rank), joins the group's shm mesh there (see the package
+// doc and handshake.go) and returns the links to cfg.Peers by rank (nil
+// elsewhere) once every pair is connected and mapped, for a msg.Endpoint
+// whose MaxBuffered is at least cfg.MaxBuffered. The socket closes when
+// ConnectLinks returns. ctx bounds the whole; on failure everything is
+// closed and unmapped and the error names the peers still missing.
 func ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {

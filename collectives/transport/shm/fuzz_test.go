@@ -125,7 +125,7 @@ func fuzzLink(t *testing.T) (*endpoint, *link) {
 	}
 	_ = f.Close()
 	writeHeader(mem, g)
-	l, err := newLink(&cfg, mesh.Link{Peer: 1, Conn: nc, Hello: hello{window: 64 << 10}.encode(), Extra: &region{mem, g}})
+	l, err := newLink(&cfg, mesh.Link{Peer: 1, Conn: nc, Hello: hello{Window: 64 << 10}.encode(), Extra: &region{mem, g}})
 	if err != nil {
 		t.Fatal(err)
 	}

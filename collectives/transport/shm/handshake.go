@@ -21,42 +21,31 @@ import (
 // before the dialer proved the secret, and the dialer maps nothing before
 // the acceptor proved it.
 
-// hello is what a rank announces to each peer in the handshake (little
-// endian): window u32 [0:4] (its MaxBuffered), slot size u32 [4:8] and
-// slots u32 [8:12] (the geometry of the regions it creates), the run's
-// hash [12:20], the address of its cross-memory probe word u64 [20:28]
-// (0: single copy off; see cma.go).
+// hello is what a rank announces to each peer in the handshake, its
+// fields little endian in order (28 bytes): its window (MaxBuffered), the
+// geometry of the regions it creates, the run's hash, and the address of
+// its cross-memory probe word (0: single copy off; see cma.go).
 type hello struct {
-	window, slotSize, slots uint32
-	run                     [8]byte
-	probe                   uint64
+	Window, SlotSize, Slots uint32
+	Run                     [8]byte
+	Probe                   uint64
 }
 
-const helloSize = 28
-
 func (c *Config) hello() hello {
-	return hello{window: uint32(c.MaxBuffered), slotSize: uint32(c.SlotSize), slots: uint32(c.Slots),
-		run: runHash(c.Run), probe: c.probeAddr()}
+	return hello{Window: uint32(c.MaxBuffered), SlotSize: uint32(c.SlotSize), Slots: uint32(c.Slots),
+		Run: runHash(c.Run), Probe: c.probeAddr()}
 }
 
 func (h hello) encode() []byte {
-	b := make([]byte, helloSize)
-	le := binary.LittleEndian
-	le.PutUint32(b[0:], h.window)
-	le.PutUint32(b[4:], h.slotSize)
-	le.PutUint32(b[8:], h.slots)
-	copy(b[12:20], h.run[:])
-	le.PutUint64(b[20:], h.probe)
+	b, _ := binary.Append(nil, binary.LittleEndian, h)
 	return b
 }
 
-func decodeHello(b []byte) (hello, error) {
-	if len(b) != helloSize {
-		return hello{}, fmt.Errorf("a hello of %d bytes", len(b))
+func decodeHello(b []byte) (h hello, err error) {
+	if n, err := binary.Decode(b, binary.LittleEndian, &h); err != nil || n != len(b) {
+		return h, fmt.Errorf("a hello of %d bytes", len(b))
 	}
-	le := binary.LittleEndian
-	return hello{window: le.Uint32(b[0:]), slotSize: le.Uint32(b[4:]), slots: le.Uint32(b[8:]),
-		run: [8]byte(b[12:20]), probe: le.Uint64(b[20:])}, nil
+	return h, nil
 }
 
 // checkHello judges a peer's hello: the same run, a window in bounds.
@@ -65,10 +54,10 @@ func (c *Config) checkHello(_ int, b []byte) error {
 	switch {
 	case err != nil:
 		return err
-	case h.run != runHash(c.Run):
+	case h.Run != runHash(c.Run):
 		return errors.New("another run")
-	case !windowOK(h.window):
-		return fmt.Errorf("window %d", h.window)
+	case !windowOK(h.Window):
+		return fmt.Errorf("window %d", h.Window)
 	}
 	return nil
 }
@@ -128,7 +117,7 @@ func (c *Config) mapRegion(nc *net.UnixConn, l *mesh.Link) error {
 		return err
 	}
 	h, _ := decodeHello(l.Hello) // checked by checkHello
-	mem, g, err := mapPeerRegion(fd, int(h.slotSize), int(h.slots), c.Group, l.Peer, c.Rank)
+	mem, g, err := mapPeerRegion(fd, int(h.SlotSize), int(h.Slots), c.Group, l.Peer, c.Rank)
 	if err != nil {
 		_, _ = nc.Write([]byte{1})
 		return err

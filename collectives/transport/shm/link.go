@@ -95,7 +95,7 @@ func newLink(cfg *Config, ml mesh.Link) (*link, error) {
 	r := ml.Extra.(*region)
 	h, _ := decodeHello(ml.Hello) // checked by checkHello
 	l := &link{cfg: cfg, rank: ml.Peer, gone: make(chan struct{}), early: make(map[uint64]bool),
-		offers: make(map[uint64]bool), mem: r.mem, window: int(h.window)}
+		offers: make(map[uint64]bool), mem: r.mem, window: int(h.Window)}
 	var err error
 	if l.sock, err = newSock(l, nc); err != nil {
 		return nil, err
@@ -105,8 +105,8 @@ func newLink(cfg *Config, ml mesh.Link) (*link, error) {
 		l.out, l.in = l.in, l.out
 	}
 	l.eagerMax = min(cfg.EagerMax, r.g.slotSize, l.window-msg.Overhead)
-	if cfg.CMAMin > 0 && h.probe != 0 && (!cfg.cmaAuto || cmaPays()) {
-		if id, err := peerPID(nc); err == nil && probeCMA(id, h.probe) {
+	if cfg.CMAMin > 0 && h.Probe != 0 && (!cfg.cmaAuto || cmaPays()) {
+		if id, err := peerPID(nc); err == nil && probeCMA(id, h.Probe) {
 			l.cmaPID = id
 		}
 	}

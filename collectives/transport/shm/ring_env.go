@@ -42,14 +42,10 @@ func intFromEnv(name string, def int) (int, error) {
 
 // ringFromEnv applies envSlotSize and envSlots to c.
 func (c *Config) ringFromEnv() error {
-	n, err := intFromEnv(envSlotSize, c.SlotSize)
-	if err != nil {
+	var err error
+	if c.SlotSize, err = intFromEnv(envSlotSize, c.SlotSize); err != nil {
 		return err
 	}
-	c.SlotSize = n
-	if n, err = intFromEnv(envSlots, c.Slots); err != nil {
-		return err
-	}
-	c.Slots = n
-	return nil
+	c.Slots, err = intFromEnv(envSlots, c.Slots)
+	return err
 }

@@ -34,19 +34,13 @@ func (l *Listener) Addr() string { return l.ln.Addr().String() }
 // Close closes the listener (ConnectLinks does so itself).
 func (l *Listener) Close() error { return l.ln.Close() }
 
-// ConnectLinks builds this rank's part of the mesh and returns its links
-// to cfg.Peers, indexed by rank (nil elsewhere), once it has every
-// connection to them, for a msg.Endpoint whose MaxBuffered is at least
-// cfg.MaxBuffered (the window this rank announces). It joins package
-// mesh's full mesh (label "tcp"), dialing cfg.ConnsPerPeer connections to
-// each higher peer (retrying until the peer listens) and accepting as
-// many from each lower peer on l (nil where no peer dials this rank),
-// each rank announcing its MaxFrame and MaxBuffered in the handshake.
-// Connections that fail the handshake are refused, passed to
-// Config.OnRefused, and change nothing; what a stranger may cost is
-// package mesh's bound. The listener is closed when ConnectLinks returns:
-// a group's mesh is built once. ctx bounds the whole; on failure
-// everything is closed and the error names the peers still missing.
+// ConnectLinks joins the group's tcp mesh (see the package doc), with l
+// for the lower peers that dial this rank (nil where none does), and
+// returns the links to cfg.Peers by rank (nil elsewhere) once every
+// connection is up, for a msg.Endpoint whose MaxBuffered is at least
+// cfg.MaxBuffered. It closes l: a group's mesh is built once. ctx bounds
+// the whole; on failure everything is closed and the error names the
+// peers still missing.
 func (l *Listener) ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, error) {
 	var ln net.Listener
 	if l != nil {
