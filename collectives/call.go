@@ -43,6 +43,7 @@ type call struct {
 	engine  bool       // the call runs on the engine path (engine.go)
 	handles [2]*handle // input, output
 	t0      int64      // when the task began to run, on the trace (traced only)
+	hops    *handoffs  // the call's hand-offs (traced host path only)
 }
 
 // allocate retains the input's memory, makes the output (taking over a

@@ -187,6 +187,7 @@ func (g *Group) prepare(name string, p plan) (*call, error) {
 	} else if g.enginePath(p) {
 		c.engine, c.staged, c.hasEvent, c.parts = true, false, true, 1
 	}
+	c.hops = c.newHandoffs()
 	if err := c.allocate(); err != nil {
 		c.releaseHold()
 		c.releaseShares()

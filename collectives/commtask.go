@@ -19,6 +19,7 @@ func (c *call) task() streams.Task {
 	start := time.Now()
 	return streams.Task{Name: c.label.name, Run: func(ctx context.Context) error {
 		c.t0 = g.rec.Now()
+		c.hops.sawTask()
 		for _, f := range c.fences {
 			f.SetTimeout(g.cfg.timeout + time.Second) // the deadline counts from now
 		}
@@ -57,6 +58,7 @@ func (c *call) task() streams.Task {
 		}
 		if g.rec != nil {
 			c.traceTask(c.t0, err)
+			c.hops.end(c)
 		}
 		if g.met != nil {
 			g.countCall(c.label.name, p.desc.Count*p.desc.DType.Size(), time.Since(start), err)

@@ -21,7 +21,7 @@ func (c *call) encodeInput() (streams.Event, error) {
 	s, nb := c.s, in.NBytes()
 	for i := range c.parts {
 		if c.hostIn == nil {
-			if err := c.fin.UpdateGPU(s, in); err != nil {
+			if err := c.fin.UpdateGPUAfter(s, in, nil, c.hops.inLeg(c, nil)); err != nil {
 				return streams.Event{}, err
 			}
 			continue
@@ -34,7 +34,7 @@ func (c *call) encodeInput() (streams.Event, error) {
 		if err != nil {
 			return streams.Event{}, err
 		}
-		if err := c.fin.UpdateGPUAfter(s, in, []gpu.Command{cp}, func(error) { release() }); err != nil {
+		if err := c.fin.UpdateGPUAfter(s, in, []gpu.Command{cp}, c.hops.inLeg(c, func(error) { release() })); err != nil {
 			return streams.Event{}, err
 		}
 	}
@@ -77,7 +77,7 @@ func (c *call) encodeOutput() (streams.Event, error) {
 				release()
 			}
 		}
-		if ev, err = c.fout.WaitGPUThen(c.s, guard, then, done); err != nil {
+		if ev, err = c.fout.WaitGPUThen(c.s, guard, then, c.hops.outLeg(c, done)); err != nil {
 			return streams.Event{}, err
 		}
 	}

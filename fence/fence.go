@@ -303,24 +303,45 @@ func (f *Fence) Wait(ctx context.Context) error {
 // Update raises the CPU word to the CPU side's next count, letting the GPU
 // side's matching WaitGPU pass. After a release it returns the release's
 // error and changes nothing: a released fence stays released.
+//
+// The store is made outside the fence's lock, and where the word offers
+// it (an inlineStorer), on the calling goroutine all the way: a GPU-side
+// wait the store satisfies, and what follows it in its batch where that
+// is little, runs and completes here instead of on the queue's own
+// goroutine (one hand-off fewer on a collective's critical path). So
+// Update must be called with no lock held that a GPU stream's completion
+// callbacks take.
 func (f *Fence) Update() error {
 	st := f.st
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	if st.done {
+		defer st.mu.Unlock()
 		return fmt.Errorf("fence %s: update: %w", st, st.cause)
 	}
 	st.cpuCount++
 	v := st.cpuCount
 	st.trace = append(st.trace, Step{CPUSide, OpUpdate, v})
 	st.cpuUpdated = v
+	st.mu.Unlock()
 	t0 := st.rec.Now()
-	st.words.cpu.Store(v)
+	// A release between the unlock and the store has stored the stop
+	// value already: a word only grows, so this store changes nothing.
+	if w, ok := st.words.cpu.(inlineStorer); ok {
+		w.StoreInline(v)
+	} else {
+		st.words.cpu.Store(v)
+	}
 	if st.rec != nil {
 		st.rec.Span("fence", st.track, "fence update", t0,
 			trace.Event{Fence: st.id, Value: v, Word: trace.CPUWord, Flow: trace.FlowOut, FlowTS: t0})
 	}
 	return nil
+}
+
+// inlineStorer is a fence word whose store can run what it unblocks on the
+// storing goroutine (the sim's words).
+type inlineStorer interface {
+	StoreInline(v uint32)
 }
 
 // Release ends the fence normally. If a GPU wait is still waiting for a CPU

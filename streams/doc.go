@@ -19,14 +19,21 @@
 //
 // Goroutine hand-offs on a 2-rank all-reduce of a ready input, from the
 // call to the caller's Wait returning (each is a park and a wake-up where
-// no processor is spare to spin):
+// no processor is spare to spin); collectives' trace counts them per call
+// ("hand-offs"):
 //
 //  1. caller -> rank's comm stream goroutine (the task is posted)
-//  2. the first rank's task -> the last one's (the transport's rendezvous)
-//  3. comm task's fence update -> the queue's worker (the GPU-side wait
-//     passes; under CUDA the GPU sees the store itself)
-//  4. queue worker -> caller (the output's Event completes; under CUDA the
-//     worker is the queue's poller, which sees the GPU's completion mark)
+//  2. comm stream goroutine -> caller (the output's Event completes)
+//
+// Between them the ranks' tasks meet in the transport (the collective
+// itself, not this rank's work changing hands). On the sim, the GPU-side
+// wait costs no hand-off of its own: Enqueue, finding the queue idle,
+// suspends the wait on its fence word at once, and the comm task's fence
+// update (a StoreInline) runs the rest of that batch and its completion on
+// the comm stream's goroutine, which so completes the output's Event
+// itself. Under CUDA the GPU sees the store itself, and the queue's
+// poller, which sees the GPU's completion mark, completes the Event: one
+// hand-off more.
 //
 // The GPU side reaches the queue on a path of its own, not on the critical
 // path: per rank one Enqueue for the input side (the fence update, after

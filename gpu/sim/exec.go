@@ -112,52 +112,6 @@ func live(b gpu.Buffer, name string) ([]byte, error) {
 	return sb.data, nil
 }
 
-// exec runs one batch unit by unit, the commands of each in order; a
-// failing command ends its unit. Without ends the batch is one unit and
-// its error comes back plain; with ends the failed units come back as a
-// *gpu.BatchError. A queue aborted by Close fails the whole batch with a
-// plain error wrapping gpu.ErrClosed. Command errors read
-// "sim: <op>: command <i>: <cause>".
-func (q *queue) exec(b batch) error {
-	if q.aborted.Load() {
-		return errClosedf("queue closed before the batch ran")
-	}
-	if b.ends == nil {
-		_, err := q.execUnit(b.cmds, 0, len(b.cmds))
-		return err
-	}
-	var failed []gpu.UnitError
-	start := 0
-	for u, end := range b.ends {
-		if i, err := q.execUnit(b.cmds, start, end); err != nil {
-			if q.aborted.Load() {
-				return err
-			}
-			failed = append(failed, gpu.UnitError{Unit: u, Command: i, Err: err})
-		}
-		start = end
-	}
-	if failed != nil {
-		return &gpu.BatchError{Units: failed}
-	}
-	return nil
-}
-
-// execUnit runs cmds[start:end] in order and stops at the first error,
-// returning the failed command's index with it.
-func (q *queue) execUnit(cmds []gpu.Command, start, end int) (int, error) {
-	for i := start; i < end; i++ {
-		c := cmds[i]
-		if q.aborted.Load() {
-			return i, errClosedf("%s: command %d: queue closed before it ran", gpu.Name(c), i)
-		}
-		if err := q.exec1(i, c); err != nil {
-			return i, fmt.Errorf("sim: %s: command %d: %w", gpu.Name(c), i, err)
-		}
-	}
-	return end, nil
-}
-
 // exec1 runs one command that checkOwned accepted. A panic in a kernel (a
 // bug the validation missed) fails the command instead of the process.
 func (q *queue) exec1(i int, c gpu.Command) (err error) {
@@ -213,41 +167,34 @@ func (q *queue) exec1(i int, c gpu.Command) (err error) {
 			return err
 		}
 		scale(c.DType, dst, src, c.N, c.Factor)
-	case gpu.WaitValue:
-		return q.waitValue(i, c.Word.(*word), c.Value)
+	case gpu.WaitValue: // run.step decides waits before it calls exec1
 	case gpu.WriteValue:
 		w := c.Word.(*word)
 		if w.freed.Load() {
 			return fmt.Errorf("fence word freed: %w", gpu.ErrClosed)
 		}
-		w.raise(c.Value)
+		w.raise(c.Value, false)
 	case gpu.PeerReduce:
 		return q.peerReduce(c)
 	}
 	return nil
 }
 
-// waitValue holds the worker until w >= v: a short poll, then parked on the
-// word's wake-up. It fails with ErrClosed if the word is freed or the queue
-// is aborted (Close past its deadline), also when the abort's StopValue is
-// what satisfied the wait, so a batch cut short never reports success.
-func (q *queue) waitValue(i int, w *word, v uint32) error {
+// waitValue decides a WaitValue at command i without blocking: passed
+// (false, nil) once w >= v; failed with ErrClosed if the word is freed or
+// the queue is aborted (Close past its deadline), also when the abort's
+// StopValue is what satisfied the wait, so a batch cut short never reports
+// success; otherwise (true, nil): the batch suspends on the word (see run).
+func (q *queue) waitValue(i int, w *word, v uint32) (suspend bool, err error) {
 	q.waitAt.Store(int64(i))
-	defer q.waitAt.Store(int64(i) + 1)
-	if !w.reached(v) {
-		waitSpin.Until(func() bool { return w.reached(v) || w.freed.Load() || q.aborted.Load() })
+	switch {
+	case q.aborted.Load():
+		return false, fmt.Errorf("queue closed while waiting for %d (word at %d): %w", v, w.v.Load(), gpu.ErrClosed)
+	case w.reached(v):
+		q.waitAt.Store(int64(i) + 1)
+		return false, nil
+	case w.freed.Load():
+		return false, fmt.Errorf("fence word freed while waiting for %d: %w", v, gpu.ErrClosed)
 	}
-	for !w.reached(v) {
-		if w.freed.Load() {
-			return fmt.Errorf("fence word freed while waiting for %d: %w", v, gpu.ErrClosed)
-		}
-		if q.aborted.Load() {
-			break
-		}
-		w.park(v, q.abortCh, nil)
-	}
-	if q.aborted.Load() {
-		return fmt.Errorf("queue closed while waiting for %d (word at %d): %w", v, w.v.Load(), gpu.ErrClosed)
-	}
-	return nil
+	return true, nil
 }

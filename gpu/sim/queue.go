@@ -31,12 +31,20 @@ type batch struct {
 	cmds []gpu.Command
 	ends []int
 	done func(error)
+	err  error // its outcome, once it ran (in queue.dones)
 }
 
 // queue is a sim gpu.Queue: an unbounded FIFO of batches (mutex + slice +
 // wake-up token) drained by one worker goroutine that runs the batches in
-// submission order and calls each done exactly once, from the worker (a
-// done that panics is recovered; the worker goes on).
+// submission order and calls each done exactly once (a done that panics is
+// recovered; the queue goes on). Ready work runs where it is, one
+// goroutine at a time (see run): a Submit that finds the queue idle runs
+// its batch on the submitter when it waits for or writes a fence word and
+// moves little (inlineable), leaving its done to the worker; a batch that
+// reaches a WaitValue not yet satisfied suspends instead of holding a
+// goroutine, and a write of that word through StoreInline runs the rest
+// of the batch, and its done, on the writer's goroutine (any other write
+// hands it to the worker).
 // Submit copies the batch into a recycled slice, so the caller may reuse
 // its slice at once and steady-state submission does not allocate.
 // Close follows gpu.Queue's contract; see abort for the release path.
@@ -50,8 +58,15 @@ type queue struct {
 	spareEnds [][]int         // recycled unit-end slices
 	closing   bool            // Submit refuses; worker exits once pending is empty
 	idle      bool            // worker parked (or about to) on wakeCh
-	cur       batch           // the batch the worker runs; zero when none
-	seq       atomic.Uint64   // bumped by every accepted Submit, polled by an idle worker
+	busy      bool            // a goroutine runs a batch's commands
+	calling   bool            // a goroutine calls dones: only it, in order (see finish)
+	dones     []batch         // batches that ran, whose done is still to be called, in order
+	susp      *run            // the run suspended on suspOn >= suspV; nil when none
+	suspOn    *word
+	suspV     uint32
+	ready     *run          // a suspended run whose wait is over, for the worker
+	cur       batch         // the batch running or suspended; zero when none
+	seq       atomic.Uint64 // bumped by every accepted Submit, polled by an idle worker
 
 	waitAt atomic.Int64 // index in cur.cmds of the first WaitValue not yet passed
 
@@ -116,10 +131,21 @@ func (q *queue) SubmitUnits(cmds []gpu.Command, ends []int, done func(error)) er
 		}
 		ownEnds = append(ownEnds[:0], ends...)
 	}
-	q.pending = append(q.pending, batch{cmds: own, ends: ownEnds, done: done})
+	b := batch{cmds: own, ends: ownEnds, done: done}
+	if !q.busy && q.susp == nil && q.ready == nil && q.head == len(q.pending) &&
+		hasFenceOp(cmds) && inlineable(cmds) {
+		q.busy, q.cur = true, b
+		q.waitAt.Store(0)
+		q.mu.Unlock()
+		q.drive(&run{b: b}, onSubmit)
+		return nil
+	}
+	q.pending = append(q.pending, b)
 	q.seq.Add(1)
-	wake := q.idle
-	q.idle = false
+	wake := q.idle && !q.busy && q.susp == nil
+	if wake {
+		q.idle = false
+	}
 	q.mu.Unlock()
 	if wake {
 		q.wakeCh <- struct{}{} // never blocks: the token was consumed before idle was set
@@ -127,66 +153,100 @@ func (q *queue) SubmitUnits(cmds []gpu.Command, ends []int, done func(error)) er
 	return nil
 }
 
-// work is the worker goroutine: pop a batch, run it, call done, repeat;
-// park when the FIFO is empty (after a short poll); return once closing and
-// empty.
+// work is the worker goroutine: call the dones left to it, take a resumed
+// run or the next batch and run it, repeat; park when it has nothing to do
+// (after a short poll): the FIFO is empty, or held behind a suspended run
+// or one going on elsewhere; return once closing and nothing is left.
 func (q *queue) work() {
 	defer close(q.exited)
-	var prev batch
 	for {
 		q.mu.Lock()
-		q.cur = batch{}
-		if prev.cmds != nil {
-			clear(prev.cmds)
-			if len(q.spare) < maxSpare && cap(prev.cmds) <= maxSpareCap {
-				q.spare = append(q.spare, prev.cmds[:0])
+		var r *run
+		for r == nil {
+			if len(q.dones) > 0 && !q.calling {
+				q.calling = true
+				q.callDones() // unlocks
+				q.mu.Lock()
+				continue
 			}
-		}
-		if prev.ends != nil && len(q.spareEnds) < maxSpare && cap(prev.ends) <= maxSpareCap {
-			q.spareEnds = append(q.spareEnds, prev.ends[:0])
-		}
-		prev = batch{}
-		for q.head == len(q.pending) {
-			if q.closing {
+			if q.ready != nil {
+				r, q.ready, q.busy = q.ready, nil, true
+				break
+			}
+			free := q.susp == nil && !q.busy
+			if free && q.head < len(q.pending) {
+				r = &run{b: q.pop()}
+				q.cur, q.busy = r.b, true
+				q.waitAt.Store(0)
+				break
+			}
+			if free && q.closing && len(q.dones) == 0 && !q.calling {
 				q.mu.Unlock()
 				return
 			}
 			q.idle = true
 			seq := q.seq.Load()
 			q.mu.Unlock()
-			// Poll briefly, then park. Whoever turns us busy (Submit, Close)
-			// clears idle and sends exactly one token, so the receive below
-			// returns soon after the poll saw new work, or parks until then.
+			// Poll briefly, then park. Whoever gives us work (Submit,
+			// Close, a resumed run, dones to call) clears idle and sends
+			// exactly one token, so the receive below returns soon after
+			// the poll saw new work, or parks until then.
 			waitSpin.Until(func() bool { return q.seq.Load() != seq })
 			<-q.wakeCh
 			q.mu.Lock()
 		}
-		b := q.pending[q.head]
-		q.pending[q.head] = batch{}
-		q.head++
-		switch {
-		case q.head == len(q.pending):
-			q.pending = q.pending[:0]
-			q.head = 0
-		case q.head >= compactAt && 2*q.head >= len(q.pending):
-			// A submitter that never lets the FIFO run dry would otherwise
-			// grow it forever; moving the live half down is amortised O(1).
-			n := copy(q.pending, q.pending[q.head:])
-			clear(q.pending[n:])
-			q.pending = q.pending[:n]
-			q.head = 0
-		}
-		q.cur = b
-		q.waitAt.Store(0)
 		q.mu.Unlock()
+		q.drive(r, onWorker)
+	}
+}
 
-		err := q.exec(b)
+// pop takes the FIFO's next batch (q.mu held).
+func (q *queue) pop() batch {
+	b := q.pending[q.head]
+	q.pending[q.head] = batch{}
+	q.head++
+	switch {
+	case q.head == len(q.pending):
+		q.pending = q.pending[:0]
+		q.head = 0
+	case q.head >= compactAt && 2*q.head >= len(q.pending):
+		// A submitter that never lets the FIFO run dry would otherwise
+		// grow it forever; moving the live half down is amortised O(1).
+		n := copy(q.pending, q.pending[q.head:])
+		clear(q.pending[n:])
+		q.pending = q.pending[:n]
+		q.head = 0
+	}
+	return b
+}
+
+// callDones calls the dones of q.dones in order, on the calling goroutine,
+// which holds the calling token (q.mu held on entry, released on return);
+// then it gives the token back and hands the worker what is left for it.
+// Batches end in submission order (one runs at a time), so their dones
+// run in that order whichever goroutines call them.
+func (q *queue) callDones() {
+	for len(q.dones) > 0 {
+		b := q.dones[0]
+		q.dones[0] = batch{}
+		q.dones = q.dones[1:]
+		q.mu.Unlock()
 		refBuffers(b.cmds, -1)
 		if b.done != nil {
-			callDone(b.done, err)
+			callDone(b.done, b.err)
 		}
-		prev = batch{cmds: b.cmds, ends: b.ends}
+		q.mu.Lock()
+		clear(b.cmds)
+		if len(q.spare) < maxSpare && cap(b.cmds) <= maxSpareCap {
+			q.spare = append(q.spare, b.cmds[:0])
+		}
+		if b.ends != nil && len(q.spareEnds) < maxSpare && cap(b.ends) <= maxSpareCap {
+			q.spareEnds = append(q.spareEnds, b.ends[:0])
+		}
 	}
+	q.dones = nil
+	q.calling = false
+	q.wakeWorkerLocked()
 }
 
 // callDone calls a batch's done callback. A panic in it is the caller's
@@ -207,12 +267,7 @@ func callDone(done func(error), err error) {
 func (q *queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	q.closing = true
-	wake := q.idle
-	q.idle = false
-	q.mu.Unlock()
-	if wake {
-		q.wakeCh <- struct{}{}
-	}
+	q.wakeWorkerLocked()
 	select {
 	case <-q.exited:
 		q.dev.forgetQueue(q)
@@ -274,7 +329,7 @@ func (q *queue) abort() (batches, words int) {
 		q.mu.Unlock()
 		close(q.abortCh)
 		for _, w := range ws {
-			w.raise(gpu.StopValue)
+			w.raise(gpu.StopValue, false)
 		}
 		words = len(ws)
 	})

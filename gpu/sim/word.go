@@ -21,19 +21,22 @@ import (
 var waitSpin = spin.Policy{Polls: 16, Yields: 4}
 
 // word is a sim gpu.FenceWord: an atomic uint32 plus a wake-up that every
-// write (Store, WriteValue, Reset, Free) fires. Waiters, on the CPU (Wait)
-// or on a queue (WaitValue), first spin briefly, then park on a channel
-// that the next write closes. Writes that raise nothing (Store of a smaller
-// value) wake no one. After Free, waits on the word fail with gpu.ErrClosed
+// write (Store, StoreInline, WriteValue, Reset, Free) fires. CPU waiters
+// (Wait) first spin briefly, then park on a channel that the next write
+// closes; a queue whose batch waits on the word (WaitValue) holds no
+// goroutine: it is suspended on the word, and the next write resumes it
+// (on the writer's goroutine for StoreInline, else on the queue's worker).
+// Writes that raise nothing (Store of a smaller value) wake no one. After Free, waits on the word fail with gpu.ErrClosed
 // while Load and Store keep working on the still-valid memory.
 type word struct {
 	dev     *Device
 	v       atomic.Uint32
-	waiters atomic.Int32 // parked or parking waiters
+	waiters atomic.Int32 // parked or parking waiters, and suspended queues
 	freed   atomic.Bool
 
-	mu sync.Mutex
-	ch chan struct{} // closed by the next write; nil when no one waits
+	mu    sync.Mutex
+	ch    chan struct{} // closed by the next write; nil when no one waits
+	conts []*queue      // queues suspended on the word, resumed by the next write
 }
 
 var _ gpu.FenceWord = (*word)(nil)
@@ -44,17 +47,26 @@ func newWord(d *Device) *word { return &word{dev: d} }
 func (w *word) Load() uint32 { return w.v.Load() }
 
 // Store implements gpu.FenceWord: word = max(word, v).
-func (w *word) Store(v uint32) { w.raise(v) }
+func (w *word) Store(v uint32) { w.raise(v, false) }
+
+// StoreInline is Store that runs, on the calling goroutine, what the write
+// lets go on where that is little (fence waits and writes, small copies):
+// the rest of a queue's batch suspended on the word, and its done
+// callback. The caller must hold no lock that a done callback of a queue
+// of this device may take. The fence package stores a CPU-side update this
+// way, so the comm task that raised the word completes the GPU side's wait
+// itself instead of waking the queue's worker to do it.
+func (w *word) StoreInline(v uint32) { w.raise(v, true) }
 
 // raise stores max(word, v) and wakes the waiters if the word changed.
-func (w *word) raise(v uint32) {
+func (w *word) raise(v uint32, inline bool) {
 	for {
 		old := w.v.Load()
 		if old >= v {
 			return
 		}
 		if w.v.CompareAndSwap(old, v) {
-			w.wake()
+			w.wakeAll(inline)
 			return
 		}
 	}
@@ -81,7 +93,11 @@ func (w *word) free() {
 // atomic store that precedes it and the waiters counter that arm raises
 // before it reads the word make a lost wake-up impossible: either the
 // writer sees the waiter, or the waiter sees the new value.
-func (w *word) wake() {
+func (w *word) wake() { w.wakeAll(false) }
+
+// wakeAll is wake that resumes suspended queues on this goroutine where
+// inline (see StoreInline).
+func (w *word) wakeAll(inline bool) {
 	if w.waiters.Load() == 0 {
 		return
 	}
@@ -90,6 +106,22 @@ func (w *word) wake() {
 		close(w.ch)
 		w.ch = nil
 	}
+	conts := w.conts
+	w.conts = nil
+	w.waiters.Add(-int32(len(conts)))
+	w.mu.Unlock()
+	for _, q := range conts {
+		q.wordChanged(w, inline)
+	}
+}
+
+// addCont suspends q on the word: the next write calls q.wordChanged. The
+// caller looks at the word again afterwards, so a write in between is not
+// missed.
+func (w *word) addCont(q *queue) {
+	w.waiters.Add(1)
+	w.mu.Lock()
+	w.conts = append(w.conts, q)
 	w.mu.Unlock()
 }
 
