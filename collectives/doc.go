@@ -14,6 +14,24 @@
 // so the output carries the error (never wrong data) and the GPU stream
 // goes on.
 //
+// Blocking, and where errors appear, op by op:
+//   - AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll, AllToAllV,
+//     Gather, Scatter, Reduce and Recv return at once with their output
+//     and never wait for a peer. An error at the call means nothing was
+//     started on this rank (a nil or ill-shaped input, a closed group,
+//     ErrTooLarge, ErrWouldDeadlock; the peers' matching calls fail too);
+//     every other failure (a peer's mismatch, a timeout, a lost peer)
+//     comes on the output: its Wait, ToSlice or any array computed from
+//     it, and on Group.Wait.
+//   - Send returns at once; having no output, its failures come on
+//     Group.Wait.
+//   - Barrier and Split block until every rank has called them (Barrier
+//     bounded by ctx and the group's timeout, Split by the group's
+//     timeout) and return their errors at the call.
+//   - Group.Wait blocks until this rank's started collectives have
+//     finished (bounded by ctx) and returns their failures since the last
+//     Wait.
+//
 // Collectives on a group are matched across ranks by call order: each call
 // takes the group's next sequence number, and the algorithms check that
 // every rank called the same op with the same shape; a mismatch fails every
