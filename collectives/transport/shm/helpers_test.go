@@ -10,7 +10,6 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
-	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // testSecret is the secret of the groups the tests build.
@@ -49,15 +48,8 @@ func connect(ctx context.Context, cfg Config) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &endpoint{links: make([]*link, n.Size)}
-	for r, l := range links {
-		if l != nil {
-			e.links[r] = l.(*link)
-		}
-	}
-	e.Endpoint, err = msg.New(msg.Config{Rank: n.Rank, Size: n.Size, Name: "shm", MaxBuffered: n.MaxBuffered,
-		PeerTimeout: n.PeerTimeout, HeartbeatInterval: n.HeartbeatInterval, Poll: spin.PollBudget(msg.EnvPoll, n.Size)}, links)
-	return e, err
+	ep, typed, err := transporttest.Endpoint[*link]("shm", n.Common, links)
+	return &endpoint{Endpoint: ep, links: typed}, err
 }
 
 // build connects n ranks of a fresh run, each configured by tweak (which

@@ -7,7 +7,6 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
-	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
 // testSecret is the secret of the groups the tests build.
@@ -46,15 +45,8 @@ func connect(ctx context.Context, l *Listener, cfg Config) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &endpoint{links: make([]*link, n.Size)}
-	for r, l := range links {
-		if l != nil {
-			e.links[r] = l.(*link)
-		}
-	}
-	e.Endpoint, err = msg.New(msg.Config{Rank: n.Rank, Size: n.Size, Name: "tcp", MaxBuffered: n.MaxBuffered,
-		PeerTimeout: n.PeerTimeout, HeartbeatInterval: n.HeartbeatInterval, Poll: spin.PollBudget(msg.EnvPoll, n.Size)}, links)
-	return e, err
+	ep, typed, err := transporttest.Endpoint[*link]("tcp", n.Common, links)
+	return &endpoint{Endpoint: ep, links: typed}, err
 }
 
 // build connects n ranks on loopback, each configured by tweak (which may
