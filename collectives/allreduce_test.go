@@ -39,9 +39,9 @@ func runAllReduce(t *testing.T, w *world, dt gpu.DType, op collectives.Op, count
 	}
 }
 
-// TestR20AllReduceMatrix: every dtype and op, sizes 7, 10 and 1024, and an
+// TestAllReduceMatrix: every dtype and op, sizes 7, 10 and 1024, and an
 // input with fewer elements than ranks, on 2, 3 and 4 ranks.
-func TestR20AllReduceMatrix(t *testing.T) {
+func TestAllReduceMatrix(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		w := newWorld(t, n)
 		for _, dt := range gpu.DTypes {
@@ -56,11 +56,11 @@ func TestR20AllReduceMatrix(t *testing.T) {
 	}
 }
 
-// TestR20AllReduceLarge: 1024x1024 elements, float32, int32 and bfloat16
+// TestAllReduceLarge: 1024x1024 elements, float32, int32 and bfloat16
 // sums on 4 ranks. The plain run leaves out int32 (a large int32
 // all-reduce stays in TestStagedAllReduceInParts's plain run);
 // CHOREO_TEST_FULL=1 runs it.
-func TestR20AllReduceLarge(t *testing.T) {
+func TestAllReduceLarge(t *testing.T) {
 	w := newWorld(t, 4)
 	for _, dt := range []gpu.DType{gpu.Float32, gpu.Int32, gpu.BFloat16} {
 		t.Run(dt.String(), func(t *testing.T) {
@@ -70,8 +70,8 @@ func TestR20AllReduceLarge(t *testing.T) {
 	}
 }
 
-// TestR16Donation: a donated input's buffer becomes the output's.
-func TestR16Donation(t *testing.T) {
+// TestDonation: a donated input's buffer becomes the output's.
+func TestDonation(t *testing.T) {
 	w := newWorld(t, 3)
 	xs := make([]*array.Array, 3)
 	ys := make([]*array.Array, 3)
@@ -94,9 +94,9 @@ func TestR16Donation(t *testing.T) {
 	}
 }
 
-// TestR17GroupOfOne: all-reduce and all-gather return the input; send and
+// TestGroupOfOne: all-reduce and all-gather return the input; send and
 // recv fail with a clear error.
-func TestR17GroupOfOne(t *testing.T) {
+func TestGroupOfOne(t *testing.T) {
 	w := newWorld(t, 1)
 	g, s := w.groups[0], w.s[0]
 	x := fromFloat64(t, s, gpu.Int16, []float64{1, -2, 3})

@@ -19,10 +19,10 @@ import (
 	"github.com/choreo-gpu/choreo/streams"
 )
 
-// TestR2TimelinesOnRealCollectives observes each collective's fence calls:
+// TestTimelinesOnRealCollectives observes each collective's fence calls:
 // all-reduce, all-gather, send and recv, with and without an input event,
 // each record exactly the expected (side, op, value) sequence.
-func TestR2TimelinesOnRealCollectives(t *testing.T) {
+func TestTimelinesOnRealCollectives(t *testing.T) {
 	var mu sync.Mutex
 	traces := map[string][]fence.Step{}
 	w := newWorld(t, 2, collectives.WithOpHook(func(e collectives.TraceEvent) {
@@ -135,9 +135,9 @@ func expectFailure(t *testing.T, rank int, y *array.Array, target error) {
 	}
 }
 
-// TestR18BadInputOnEveryRank: each kind of bad input fails on every rank,
+// TestBadInputOnEveryRank: each kind of bad input fails on every rank,
 // with a testable error, not at the deadline; then the group still works.
-func TestR18BadInputOnEveryRank(t *testing.T) {
+func TestBadInputOnEveryRank(t *testing.T) {
 	w := newWorld(t, 3, collectives.WithMaxBytes(1<<20), collectives.WithTimeout(30*time.Second))
 	cases := []struct {
 		name   string

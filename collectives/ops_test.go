@@ -70,9 +70,9 @@ func TestAllGatherReduceScatterBroadcast(t *testing.T) {
 	}
 }
 
-// TestR20SendRecv: round trips are exact, including 2 ranks where the left
+// TestSendRecv: round trips are exact, including 2 ranks where the left
 // and right neighbour are the same peer, and a ring of sends.
-func TestR20SendRecv(t *testing.T) {
+func TestSendRecv(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		w := newWorld(t, n)
 		for _, dt := range gpu.DTypes {

@@ -37,7 +37,7 @@ func stagedDevice(t *testing.T) gpu.Device {
 // an uneven last one, donated) and leaves out float32 (2 parts: a float32
 // all-reduce in 2 parts stays in TestPartsAcrossStagedAndVisibleDevices)
 // and bfloat16 (a large bfloat16 all-reduce stays in
-// TestR20AllReduceLarge); CHOREO_TEST_FULL=1 runs them.
+// TestAllReduceLarge); CHOREO_TEST_FULL=1 runs them.
 func TestStagedAllReduceInParts(t *testing.T) {
 	const part = 8 << 20 // the pipeline's part size
 	steps := make(chan int, 16)

@@ -158,10 +158,10 @@ func choreography(t *testing.T, r *rig, shape string, withEvent bool) []fence.St
 	return f.Trace()
 }
 
-// TestR2Timelines: each side counts its own calls and uses the count as the
+// TestTimelines: each side counts its own calls and uses the count as the
 // value, so each shape, with and without an input event, records exactly
 // the expected (side, op, value) sequence.
-func TestR2Timelines(t *testing.T) {
+func TestTimelines(t *testing.T) {
 	r := newRig(t)
 	gu := func(v uint32) fence.Step { return fence.Step{Side: fence.GPUSide, Op: fence.OpUpdate, Value: v} }
 	gw := func(v uint32) fence.Step { return fence.Step{Side: fence.GPUSide, Op: fence.OpWait, Value: v} }
@@ -191,10 +191,10 @@ func TestR2Timelines(t *testing.T) {
 	}
 }
 
-// TestR4OneOwner passes the handle through a channel, an actor message, a
+// TestOneOwner passes the handle through a channel, an actor message, a
 // closure and retries, collecting garbage in between: nothing releases the
 // fence early, and the GPU waiter stays blocked until the comm side's Update.
-func TestR4OneOwner(t *testing.T) {
+func TestOneOwner(t *testing.T) {
 	r := newRig(t)
 	f, err := testenv.Fences(t, r.rt).New(r.dev, fence.WithTimeout(30*time.Second))
 	if err != nil {
@@ -243,9 +243,9 @@ func TestR4OneOwner(t *testing.T) {
 	}
 }
 
-// TestR4DroppedHandleIsReleased: a handle dropped without Release is
+// TestDroppedHandleIsReleased: a handle dropped without Release is
 // released by the cleanup, and the GPU goes on (with the output failed).
-func TestR4DroppedHandleIsReleased(t *testing.T) {
+func TestDroppedHandleIsReleased(t *testing.T) {
 	r := newRig(t)
 	out, _ := array.New(r.s, []int{4}, array.Float32)
 	func() {
@@ -269,8 +269,8 @@ func TestR4DroppedHandleIsReleased(t *testing.T) {
 	}
 }
 
-// TestR4CopyIsAVetError: copying a Fence by value is reported by go vet.
-func TestR4CopyIsAVetError(t *testing.T) {
+// TestCopyIsAVetError: copying a Fence by value is reported by go vet.
+func TestCopyIsAVetError(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go vet")
 	}
@@ -284,11 +284,11 @@ func TestR4CopyIsAVetError(t *testing.T) {
 	}
 }
 
-// TestR5R6ReleaseIsStickyAndMonotonic: a release stores the stop value once
+// TestReleaseIsStickyAndMonotonic: a release stores the stop value once
 // and lets a queued GPU wait pass; a GPU update queued before the release
 // neither lowers the CPU word nor is lost; a second release changes
 // nothing; Update and Wait after a release return ErrReleased.
-func TestR5R6ReleaseIsStickyAndMonotonic(t *testing.T) {
+func TestReleaseIsStickyAndMonotonic(t *testing.T) {
 	r := newRig(t)
 	f, err := testenv.Fences(t, r.rt).New(r.dev)
 	if err != nil {
@@ -336,10 +336,10 @@ func TestR5R6ReleaseIsStickyAndMonotonic(t *testing.T) {
 	}
 }
 
-// TestR9WordsNotReusedWhileQueued: the words of a fence released while a
+// TestWordsNotReusedWhileQueued: the words of a fence released while a
 // queued GPU command still names them are not handed to a new fence until
 // that command has run; then they come back to the pool, reset to 0.
-func TestR9WordsNotReusedWhileQueued(t *testing.T) {
+func TestWordsNotReusedWhileQueued(t *testing.T) {
 	// A pool large enough that recycled words are kept, not freed.
 	r := newRig(t)
 	if _, err := fence.Start(r.rt, fence.WithPoolSize(1024)); err != nil {
@@ -390,10 +390,10 @@ func TestR9WordsNotReusedWhileQueued(t *testing.T) {
 	t.Fatal("words never came back to the pool")
 }
 
-// TestR10WaitTimesOut: a Wait ends at its context's deadline. The fence's
+// TestWaitTimesOut: a Wait ends at its context's deadline. The fence's
 // own deadline is far later, so a Wait that overran its context would end
 // at the release instead (an error matching ErrReleased).
-func TestR10WaitTimesOut(t *testing.T) {
+func TestWaitTimesOut(t *testing.T) {
 	r := newRig(t)
 	f, err := testenv.Fences(t, r.rt).New(r.dev, fence.WithTimeout(30*time.Second))
 	if err != nil {
@@ -408,11 +408,11 @@ func TestR10WaitTimesOut(t *testing.T) {
 	}
 }
 
-// TestR10R11WatchdogReleasesAbandonedFence: a fence nobody updates is
+// TestWatchdogReleasesAbandonedFence: a fence nobody updates is
 // released by the watchdog at its deadline; the GPU queue behind it goes
 // on, the output it guards fails with ErrTimeout and ErrReleased, and the
 // fence leaves the live set.
-func TestR10R11WatchdogReleasesAbandonedFence(t *testing.T) {
+func TestWatchdogReleasesAbandonedFence(t *testing.T) {
 	r := newRig(t)
 	f, err := testenv.Fences(t, r.rt).New(r.dev, fence.WithTimeout(50*time.Millisecond))
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/choreo-gpu/choreo/streams"
 )
 
-// TestR12GPUOrderPerSender: commands from many concurrent senders complete
+// TestGPUOrderPerSender: commands from many concurrent senders complete
 // in the order each sender sent them, and an Event implies every earlier one.
-func TestR12GPUOrderPerSender(t *testing.T) {
+func TestGPUOrderPerSender(t *testing.T) {
 	dev := testenv.Device(t)
 	rt := testenv.Runtime(t)
 	s := testenv.Stream(t, rt, dev)
@@ -68,8 +68,8 @@ func TestR12GPUOrderPerSender(t *testing.T) {
 	}
 }
 
-// TestR12CommOneAtATime: tasks run one at a time, in submission order.
-func TestR12CommOneAtATime(t *testing.T) {
+// TestCommOneAtATime: tasks run one at a time, in submission order.
+func TestCommOneAtATime(t *testing.T) {
 	rt := testenv.Runtime(t)
 	c, err := streams.NewComm(rt, "test")
 	if err != nil {
@@ -120,9 +120,9 @@ func TestR12CommOneAtATime(t *testing.T) {
 	}
 }
 
-// TestR14PanicBecomesError: a panicking task fails with ErrPanic and the
+// TestPanicBecomesError: a panicking task fails with ErrPanic and the
 // stream runs the next task.
-func TestR14PanicBecomesError(t *testing.T) {
+func TestPanicBecomesError(t *testing.T) {
 	rt := testenv.Runtime(t)
 	c := testenv.DefaultComm(t, rt)
 	errs := make(chan error, 3)
