@@ -165,6 +165,11 @@ func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 	if _, err := raw.Write([]byte{hsAccept}); err != nil {
 		return c.serverFailed(from, g, n, err)
 	}
+	// a proven peer gets what a paused one gets to finish HTTP/2's start
+	// (gRPC clears the deadline once it has): on a loaded machine it may
+	// take longer than a stranger's bound, and cutting it here would fail
+	// its connect to a live runtime
+	_ = raw.SetDeadline(time.Now().Add(c.dialWait))
 	rc, err := c.records(raw, &t, false, t.addr)
 	if err != nil {
 		return nil, nil, err
@@ -197,11 +202,59 @@ func (c *controlCreds) serverFailed(from string, g *gate.Guest, n int, err error
 }
 
 // ClientHandshake authenticates a connection this runtime dialled to
-// authority (the peer's control address).
-func (c *controlCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (_ net.Conn, _ credentials.AuthInfo, err error) {
+// authority (the peer's control address). A handshake the peer broke off
+// without a word (it closed or reset the connection: a loaded peer that
+// took longer than its bound on a handshake) is tried again on a new
+// connection, every redialWait, until dialWait has passed since the
+// first: a live peer is not refused for being slow. A refused redial (no
+// process listens there any more), a refusal of this runtime's proof, a
+// wrong proof and the end of ctx end it at once.
+func (c *controlCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	if authority == "" {
 		authority = raw.RemoteAddr().String()
 	}
+	deadline := time.Now().Add(c.dialWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	for tries := 1; ; tries++ {
+		rc, info, err := c.clientHandshake(ctx, authority, raw, deadline)
+		if err == nil || !brokenOff(err) || ctx.Err() != nil || time.Until(deadline) < redialWait {
+			return rc, info, err
+		}
+		c.log.Debug("remote: handshake broken off by the peer: dialling it again", zap.String("peer", authority),
+			zap.Int("tries", tries), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("actors: remote: handshake with %s: %w (after %v)", authority, ctx.Err(), err)
+		case <-time.After(redialWait):
+		}
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		var d net.Dialer
+		next, derr := d.DialContext(dctx, "tcp", authority)
+		cancel()
+		if derr != nil {
+			return nil, nil, fmt.Errorf("actors: remote: handshake with %s: dialling again: %w (after %v)", authority, derr, err)
+		}
+		raw = next
+	}
+}
+
+// redialWait is the pause before a broken-off client handshake is tried
+// again on a new connection.
+const redialWait = 100 * time.Millisecond
+
+// brokenOff reports whether a client handshake failed because the peer
+// closed or reset the connection (not a refusal, a wrong proof or a
+// timeout of this side's own bound).
+func brokenOff(err error) bool {
+	return !errors.Is(err, ErrAuth) &&
+		(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
+}
+
+// clientHandshake runs one client handshake on raw, bounded by deadline
+// and ctx; it closes raw when it fails.
+func (c *controlCreds) clientHandshake(ctx context.Context, authority string, raw net.Conn, deadline time.Time) (_ net.Conn, _ credentials.AuthInfo, err error) {
 	defer func() {
 		if err != nil {
 			_ = raw.Close()
@@ -211,10 +264,6 @@ func (c *controlCreds) ClientHandshake(ctx context.Context, authority string, ra
 			}
 		}
 	}()
-	deadline := time.Now().Add(c.dialWait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
 	_ = raw.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
