@@ -15,9 +15,21 @@ import (
 const (
 	probeEvery   = 200 * time.Millisecond
 	probeTimeout = time.Second
+	// probeGap is the least time between two probes of any one rank, all
+	// peers together: each control server answers at most a probe every
+	// probeGap, so in a large group probing all at once does not bury
+	// the control handshakes it is meant to wait for.
+	probeGap = 20 * time.Millisecond
 )
 
-// probes dials every peer's control address every probeEvery, from Watch
+// probeInterval is how often each peer is probed in a group of size
+// ranks: probeEvery, longer in a group large enough that probeGap needs
+// it (640 ms at 32 ranks, 1.28 s at 64).
+func probeInterval(size int) time.Duration {
+	return max(probeEvery, time.Duration(size)*probeGap)
+}
+
+// probes dials every peer's control address every probeInterval, from Watch
 // until StopProbes (or Close): a dial refused means no process listens
 // there any more (a rank's control plane listens from before its hello
 // until it exits), so that peer is lost. It covers the time before the
@@ -43,15 +55,15 @@ func startProbes(roster Roster, self int, refused func(rank int, cause error)) *
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			p.probe(m, refused)
+			p.probe(m, probeInterval(len(roster.Members)), refused)
 		}()
 	}
 	return p
 }
 
 // probe dials m until a dial is refused or the probes stop.
-func (p *probes) probe(m Member, refused func(rank int, cause error)) {
-	t := time.NewTicker(probeEvery)
+func (p *probes) probe(m Member, every time.Duration, refused func(rank int, cause error)) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	var d net.Dialer
 	for {
