@@ -47,10 +47,13 @@ func (peerInfo) AuthType() string { return authType }
 // client's refusal of its own at Warn ("authentication failed"; at most
 // once a second, the rest at Debug: strangerWarns), a
 // connection closed before its first byte (a reachability probe), a
-// silent one or one cut by a gate at Debug.
+// silent one or one cut by a gate at Debug. A client that proved the
+// secret then has dialWait, not handshakeTimeout, to start HTTP/2.
 //
 // Client side: the handshake is bounded by dialWait (the peer timeout: a
-// paused peer is not refused sooner) and by grpc's context; a refusal, a
+// paused peer is not refused sooner) and by grpc's context; one the peer
+// broke off (closed or reset) is tried again on a new connection within
+// that bound, and a redial refused ends it; a refusal, a
 // wrong server proof or a server that does not speak the handshake is an
 // error wrapping ErrAuth, and the latest such error is kept, with their
 // count (authFailures).
