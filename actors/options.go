@@ -14,7 +14,6 @@ type config struct {
 	closeTimeout time.Duration
 	signals      []os.Signal
 	onSignal     func(os.Signal)
-	remote       *RemoteConfig // WithRemote
 }
 
 // Option configures a Runtime.

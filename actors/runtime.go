@@ -31,13 +31,11 @@ type Runtime struct {
 	log *zap.Logger
 
 	svcMu sync.Mutex // serialises creating services
-	remMu sync.Mutex // serialises starting remoting
 
 	mu        sync.Mutex
 	closing   bool
 	adopted   []adopted
 	services  []service
-	rem       *Remote // nil until remoting starts
 	done      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -63,12 +61,6 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	bridge := slog.New(zapslog.NewHandler(log.Named("protoactor").Core()))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return bridge }))
 	r := &Runtime{cfg: cfg, sys: sys, log: log, done: make(chan struct{})}
-	if cfg.remote != nil {
-		if _, err := r.StartRemote(*cfg.remote); err != nil {
-			sys.Shutdown()
-			return nil, err
-		}
-	}
 	if len(cfg.signals) > 0 {
 		r.watchSignals()
 	}
@@ -105,9 +97,9 @@ func (r *Runtime) Closed() bool {
 }
 
 // Close lets every GPU wait pass (each Releaser service's ReleaseAll), closes
-// what it adopted (newest first), then the services (newest first), then
-// remoting, within the close timeout (WithCloseTimeout). Errors of the parts
-// are joined.
+// what it adopted (newest first), then the services (in the order they
+// attached), those whose key says CloseLast (remoting) after the others, within the close
+// timeout (WithCloseTimeout). Errors of the parts are joined.
 func (r *Runtime) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.closeTimeout)
 	defer cancel()
@@ -119,8 +111,15 @@ func (r *Runtime) close(ctx context.Context) error {
 		r.mu.Lock()
 		r.closing = true
 		parts := slices.Clone(r.adopted)
-		for _, s := range r.services {
-			parts = append([]adopted{{s.key.Name, s.c}}, parts...) // closed after the adopted
+		for _, s := range r.services { // closed after the adopted, oldest first
+			if !s.key.CloseLast {
+				parts = append([]adopted{{s.key.Name, s.c}}, parts...)
+			}
+		}
+		for _, s := range r.services { // last: the others may still use them while closing
+			if s.key.CloseLast {
+				parts = append([]adopted{{s.key.Name, s.c}}, parts...)
+			}
 		}
 		r.mu.Unlock()
 		var errs []error
@@ -131,14 +130,6 @@ func (r *Runtime) close(ctx context.Context) error {
 			r.log.Debug("closed", zap.String("part", parts[i].name), zap.Duration("took", time.Since(t0)), zap.Error(err))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", parts[i].name, err))
-			}
-		}
-		r.mu.Lock()
-		rem := r.rem
-		r.mu.Unlock()
-		if rem != nil { // last: the services may still talk to peers while closing
-			if err := rem.close(ctx); err != nil {
-				errs = append(errs, err)
 			}
 		}
 		r.sys.Shutdown()

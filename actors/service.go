@@ -20,7 +20,13 @@ type Releaser interface {
 
 // ServiceKey names a per-runtime service. Each service package declares one
 // (a pointer to a package-level value is unique and comparable).
-type ServiceKey struct{ Name string }
+type ServiceKey struct {
+	Name string
+	// CloseLast closes the service after every service without it: for
+	// what the others may still use while they close (remoting, which
+	// they may talk to peers through).
+	CloseLast bool
+}
 
 // service is an attached service and its key.
 type service struct {
@@ -33,9 +39,9 @@ type service struct {
 // Extensions (which remote and cluster use), with a lock, because that
 // registry is a plain array that lazy attaching from many goroutines would
 // race on. Services above this package (the fence manager, the default
-// comm stream, later the remote handlers) attach here, so this package
-// imports none of them. Services close after everything adopted, in
-// reverse order of attaching. It fails with ErrClosed once the runtime is
+// comm stream, remoting) attach here, so this package imports none of
+// them. Services close after everything adopted, in the order they
+// attached, those whose key says CloseLast after the others. It fails with ErrClosed once the runtime is
 // closing.
 func Service[T Closer](r *Runtime, key *ServiceKey, create func(*Runtime) (T, error)) (T, error) {
 	var zero T
@@ -64,6 +70,22 @@ func Service[T Closer](r *Runtime, key *ServiceKey, create func(*Runtime) (T, er
 	r.services = append(r.services, service{key, c})
 	r.mu.Unlock()
 	return c, nil
+}
+
+// Lookup returns the runtime's service under key and true, or the zero
+// value and false when none is attached (for a service that must be
+// started explicitly, such as remoting, rather than on first use).
+func Lookup[T Closer](r *Runtime, key *ServiceKey) (T, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.services {
+		if s.key == key {
+			t, ok := s.c.(T)
+			return t, ok
+		}
+	}
+	var zero T
+	return zero, false
 }
 
 // releaseAll calls ReleaseAll on every service that is a Releaser.

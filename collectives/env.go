@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/launch"
 )
@@ -73,7 +73,7 @@ const DefaultJoinTimeout = 60 * time.Second
 
 // DefaultPeerTimeout is the peer timeout when neither WithPeerTimeout nor
 // JoinConfig.PeerTimeout sets one.
-const DefaultPeerTimeout = actors.DefaultPeerTimeout
+const DefaultPeerTimeout = remoting.DefaultPeerTimeout
 
 // Environment variables read by FromEnv. The launch package sets the
 // first six.

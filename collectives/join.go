@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	// The carriers a group links its pairs by: shared memory inside a
@@ -45,7 +46,7 @@ const mismatchWait = 3 * time.Second
 // disagrees with rank 0 (world size, run, protocol version, a rank taken
 // twice) with ErrMismatch. Some failures come at once instead: a rank
 // whose secret differs from rank 0's fails within a second, its error
-// wrapping actors.ErrAuth ("authentication failed"); ranks that
+// wrapping remoting.ErrAuth ("authentication failed"); ranks that
 // name different transports all fail with ErrMismatch naming each rank's,
 // and a transport named that cannot link some pair (shm across hosts)
 // with ErrBadArgument naming the pair, as soon as the roster arrives; a rank that dies after its hello and before the roster
@@ -59,7 +60,7 @@ const mismatchWait = 3 * time.Second
 // lost, on the control plane and the data plane alike; a peer whose
 // connection closes or whose process exits is lost at once, whatever it
 // is. (When rt's remoting was started before Join, its own
-// RemoteConfig.PeerTimeout governs the control plane.) Afterwards a peer
+// remoting.Config.PeerTimeout governs the control plane.) Afterwards a peer
 // that dies, closes its group or stays silent past the peer timeout fails
 // every pending and later operation involving it with ErrPeerLost, on
 // every survivor: a dead process within milliseconds on one host (the data
@@ -282,14 +283,14 @@ func (c JoinConfig) startControl(ctx context.Context, rt *actors.Runtime, pt tim
 	if err != nil {
 		return "", err
 	}
-	if r := rt.Remote(); r != nil {
+	if r := remoting.Of(rt); r != nil {
 		if _, port, _ := net.SplitHostPort(addr); port != "0" && r.Address() != addr {
 			return "", fmt.Errorf("%w: the runtime's remoting listens at %s, the configuration gives this rank %s",
 				ErrBadArgument, r.Address(), addr)
 		}
 		return r.Address(), nil
 	}
-	r, err := rt.StartRemote(c.remoteConfig(addr, pt))
+	r, err := remoting.Start(rt, c.remoteConfig(addr, pt))
 	if err != nil {
 		return "", fmt.Errorf("control plane: %w", err)
 	}
@@ -298,8 +299,8 @@ func (c JoinConfig) startControl(ctx context.Context, rt *actors.Runtime, pt tim
 
 // remoteConfig is the control plane's configuration at addr with the
 // peer timeout pt.
-func (c JoinConfig) remoteConfig(addr string, pt time.Duration) actors.RemoteConfig {
-	return actors.RemoteConfig{Addr: addr, Secret: c.Secret, PeerTimeout: pt}
+func (c JoinConfig) remoteConfig(addr string, pt time.Duration) remoting.Config {
+	return remoting.Config{Addr: addr, Secret: c.Secret, PeerTimeout: pt}
 }
 
 // controlAddr is where this rank's control plane listens: its hostfile

@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/wire"
 )
@@ -45,11 +46,15 @@ func TestStrangersRefused(t *testing.T) {
 	// kept as they crossed the wire.
 	listen := freePort(t)
 	px := startRecorder(t, listen)
-	rt, err := actors.NewRuntime(actors.WithRemote(actors.RemoteConfig{Addr: listen, Advertise: px.addr, Secret: []byte(secret)}))
+	rt, err := actors.NewRuntime()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = rt.Close() }()
+	rem, err := remoting.Start(rt, remoting.Config{Addr: listen, Advertise: px.addr, Secret: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	answers := make(chan *wire.Refused, 4)
 	_, err = rt.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
 		if m, ok := ctx.Message().(*wire.Refused); ok {
@@ -73,7 +78,7 @@ func TestStrangersRefused(t *testing.T) {
 		}
 	}
 	rank0 := actor.NewPID(c.hosts[0], cluster.Name)
-	me := rt.Remote().Address()
+	me := rem.Address()
 	stale := &wire.Hello{Rank: 1, Size: 2, ControlAddr: me, Run: "an older run", Version: cluster.Version, Pid: 1}
 	taken := &wire.Hello{Rank: 1, Size: 2, ControlAddr: me, Run: run, Version: cluster.Version, Pid: 1}
 	for _, h := range []*wire.Hello{stale, taken} {

@@ -12,7 +12,7 @@
 //
 // The rendezvous fails fast where waiting cannot help: a rank whose dial
 // to rank 0 fails to authenticate (the secrets differ) fails within
-// helloEvery with the control plane's actors.ErrAuth; on rank 0, a rank
+// helloEvery with the control plane's remoting.ErrAuth; on rank 0, a rank
 // whose control connection ends before the roster is complete is dropped
 // (its process died), and a new process may take its rank; a rank that
 // rank 0 answered fails with ErrPeerLost when rank 0's connection ends,

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/internal/errs"
 	"github.com/choreo-gpu/choreo/wire"
 )
@@ -61,13 +62,14 @@ const closeWait = 2 * time.Second
 // the runtime may Start another.
 //
 // The Node follows the ends of its runtime's control connections
-// (actors.Remote.OnEndpointTerminated): on rank 0 a rank whose connection
+// (remoting.Remote.OnEndpointTerminated): on rank 0 a rank whose connection
 // ends before the roster is complete is dropped from the rendezvous (a
 // replacement may take its rank); on another rank, rank 0's connection
 // ending after rank 0 answered fails the rendezvous with ErrPeerLost; once
 // the roster is out, a member's connection ending is that member lost.
 type Node struct {
 	rt      *actors.Runtime
+	rem     *remoting.Remote
 	pid     *actor.PID
 	spec    Spec
 	control string
@@ -94,14 +96,15 @@ type result struct {
 
 // Start spawns this rank's Node on rt, whose remoting must be started.
 func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
-	if rt == nil || rt.Remote() == nil {
+	rem := remoting.Of(rt)
+	if rem == nil {
 		return nil, fmt.Errorf("cluster: start: %w: the runtime's remoting is not started", errs.ErrBadArgument)
 	}
 	if spec.Size < 1 || spec.Rank < 0 || spec.Rank >= spec.Size {
 		return nil, fmt.Errorf("cluster: start: %w: rank %d of %d", errs.ErrBadArgument, spec.Rank, spec.Size)
 	}
-	n := &Node{rt: rt, spec: spec, control: rt.Remote().Address(), final: make(chan result, 1)}
-	n.authBefore, _ = rt.Remote().AuthFailures()
+	n := &Node{rt: rt, rem: rem, spec: spec, control: rem.Address(), final: make(chan result, 1)}
+	n.authBefore, _ = rem.AuthFailures()
 	a := &nodeActor{n: n, log: rt.Logger().Named("cluster")}
 	if spec.Rank == 0 {
 		a.gather = newGather(spec.Size, spec.Run)
@@ -112,15 +115,15 @@ func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
 	}
 	n.pid = pid
 	root := rt.ActorSystem().Root
-	n.stopEvents = rt.Remote().OnEndpointTerminated(func(addr string) { root.Send(pid, endpointGone{addr: addr}) })
+	n.stopEvents = rem.OnEndpointTerminated(func(addr string) { root.Send(pid, endpointGone{addr: addr}) })
 	return n, nil
 }
 
 // authFailure is the runtime's latest failed authentication of a dial,
-// if there was one since the Node started (actors.ErrAuth: the peer refused this rank's
+// if there was one since the Node started (remoting.ErrAuth: the peer refused this rank's
 // proof of the secret, or its own was wrong), nil if none.
 func (n *Node) authFailure() error {
-	if count, last := n.rt.Remote().AuthFailures(); count > n.authBefore {
+	if count, last := n.rem.AuthFailures(); count > n.authBefore {
 		return last
 	}
 	return nil
@@ -155,7 +158,7 @@ func (n *Node) hello() *wire.Hello {
 // ctx ends (naming the ranks still missing, as far as this rank knows),
 // rank 0 refuses this rank (ErrMismatch: another world size, run or
 // version, or a rank taken twice), this rank's dial fails to authenticate
-// (actors.ErrAuth: the secrets differ; within helloEvery of the failure),
+// (remoting.ErrAuth: the secrets differ; within helloEvery of the failure),
 // or rank 0's control connection ends after rank 0 answered (ErrPeerLost).
 func (n *Node) Rendezvous(ctx context.Context) (Roster, error) {
 	root := n.rt.ActorSystem().Root

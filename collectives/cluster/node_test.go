@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/internal/errs"
 )
 
@@ -50,7 +51,7 @@ func TestNodePeerProcess(t *testing.T) {
 	if ps.Secret == "" {
 		ps.Secret = testSecret
 	}
-	rt, err := actors.NewRuntime(actors.WithRemote(actors.RemoteConfig{Addr: ps.Listen, Secret: []byte(ps.Secret)}))
+	rt, err := remoteRuntime(remoting.Config{Addr: ps.Listen, Secret: []byte(ps.Secret)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +108,23 @@ var shared struct {
 	err  error
 }
 
+// remoteRuntime is a runtime with its remoting started by cfg.
+func remoteRuntime(cfg remoting.Config) (*actors.Runtime, error) {
+	rt, err := actors.NewRuntime()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := remoting.Start(rt, cfg); err != nil {
+		_ = rt.Close()
+		return nil, err
+	}
+	return rt, nil
+}
+
 func sharedRuntime(t *testing.T) *actors.Runtime {
 	t.Helper()
 	shared.once.Do(func() {
-		shared.rt, shared.err = actors.NewRuntime(actors.WithRemote(actors.RemoteConfig{Addr: "127.0.0.1:0",
-			Secret: []byte(testSecret)}))
+		shared.rt, shared.err = remoteRuntime(remoting.Config{Addr: "127.0.0.1:0", Secret: []byte(testSecret)})
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -133,7 +146,7 @@ func TestMain(m *testing.M) {
 // runs here).
 func TestNodeRendezvousAndWatch(t *testing.T) {
 	rt := sharedRuntime(t)
-	coord := rt.Remote().Address()
+	coord := remoting.Of(rt).Address()
 	n, err := Start(rt, Spec{Rank: 0, Size: 2, Run: "r", Coordinator: coord, Data: "d0:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +201,7 @@ func TestNodeRendezvousAndWatch(t *testing.T) {
 // deadline with ErrTimeout naming the ranks that never came.
 func TestRendezvousTimesOutNamingMissing(t *testing.T) {
 	rt := sharedRuntime(t)
-	n, err := Start(rt, Spec{Rank: 0, Size: 3, Coordinator: rt.Remote().Address()})
+	n, err := Start(rt, Spec{Rank: 0, Size: 3, Coordinator: remoting.Of(rt).Address()})
 	if err != nil {
 		t.Fatal(err)
 	}

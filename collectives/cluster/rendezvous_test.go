@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/internal/errs"
 )
 
@@ -77,7 +77,7 @@ func awaitMissing(t *testing.T, n *Node, want []int) {
 // rank, at the same address, is accepted; the group forms with it.
 func TestRendezvousTakesAReplacement(t *testing.T) {
 	rt := sharedRuntime(t)
-	coord := rt.Remote().Address()
+	coord := remoting.Of(rt).Address()
 	n, err := Start(rt, Spec{Rank: 0, Size: 3, Run: "r", Coordinator: coord, Data: "d0:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -146,11 +146,11 @@ func TestRendezvousFailsWhenRankZeroGoes(t *testing.T) {
 }
 
 // TestRendezvousWrongSecretFailsFast: a rank whose secret differs from
-// rank 0's fails its rendezvous at once with actors.ErrAuth, not at its
+// rank 0's fails its rendezvous at once with remoting.ErrAuth, not at its
 // timeout (20 s in the peer).
 func TestRendezvousWrongSecretFailsFast(t *testing.T) {
 	rt := sharedRuntime(t)
-	coord := rt.Remote().Address()
+	coord := remoting.Of(rt).Address()
 	n, err := Start(rt, Spec{Rank: 0, Size: 2, Run: "r", Coordinator: coord, Data: "d0:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -160,8 +160,8 @@ func TestRendezvousWrongSecretFailsFast(t *testing.T) {
 	_, lines := startPeer(t, peerSpec{Spec: Spec{Rank: 1, Size: 2, Run: "r", Coordinator: coord, Data: "d1:1"},
 		Listen: "127.0.0.1:0", Secret: "another secret, not the group's"})
 	l := awaitLine(t, lines, "FAILED ", 15*time.Second)
-	if !strings.Contains(l, actors.ErrAuth.Error()) {
-		t.Fatalf("%s, want %q", l, actors.ErrAuth)
+	if !strings.Contains(l, remoting.ErrAuth.Error()) {
+		t.Fatalf("%s, want %q", l, remoting.ErrAuth)
 	}
 	t.Logf("the peer failed %v after it started: %s", time.Since(started).Round(time.Millisecond), l)
 	if m := missingNow(n); !slices.Contains(m, 1) {

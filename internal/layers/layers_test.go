@@ -21,7 +21,7 @@ var layer = map[string]int{
 	"metalshader": 2, "gpu/cuda/nccl": 2,
 	"gpu/sim": 3, "gpu/cuda": 3, "gpu/metal": 3, "gpu/gputest": 3, "internal/darwincheck": 3,
 	"actors": 4, "gpu/backends": 4,
-	"streams":            5,
+	"streams": 5, "actors/remoting": 5,
 	"fence":              6,
 	"array":              7,
 	"collectives/reduce": 8, "collectives/transport": 8,

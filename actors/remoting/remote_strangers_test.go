@@ -1,4 +1,4 @@
-package actors_test
+package remoting_test
 
 // The control plane is closed to strangers, and a peer speaks only in its
 // own name. Raw gRPC clients in this process send what a stray or hostile
@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/wire"
 )
 
@@ -113,7 +113,7 @@ func TestRemoteRefusesStrangers(t *testing.T) {
 	a.awaitWarn("not a choreo control handshake")
 
 	// the handshake with another secret
-	wrong, _, wctx := rawClient(t, a.addr, actors.NewClientCredentials([]byte("not the group's secret at all"), claim))
+	wrong, _, wctx := rawClient(t, a.addr, remoting.NewClientCredentials([]byte("not the group's secret at all"), claim))
 	if code := sendOnStream(t, wrong, wctx, batch(a, "choreo.wire.Ping", marshal(t, &wire.Ping{Nonce: 10}))); code != codes.Unavailable {
 		t.Fatalf("a wrong-secret stream ended with %v, want Unavailable", code)
 	}
@@ -131,7 +131,7 @@ func TestRemoteRefusesStrangers(t *testing.T) {
 func TestRemoteSurvivesBadAuthenticatedClient(t *testing.T) {
 	noLeaks(t)
 	a, b := startPeer(t, "node", 0, secret), startPeer(t, "node", 1, secret)
-	c, _, ctx := rawClient(t, a.addr, actors.NewClientCredentials(secret, claim))
+	c, _, ctx := rawClient(t, a.addr, remoting.NewClientCredentials(secret, claim))
 
 	// a type name this binary never linked: protoactor would dereference nil
 	if code := sendOnStream(t, c, ctx, batch(a, "no.such.Type", []byte{1, 2, 3})); code != codes.InvalidArgument {
@@ -191,7 +191,7 @@ func TestRemoteMessagesOnlyInOwnName(t *testing.T) {
 	a, c := startPeer(t, "node", 0, secret), startPeer(t, "node", 2, secret)
 	a.do("watch-actor " + c.addr)
 	a.ping(c, 1, 2)
-	cl, _, ctx := rawClient(t, a.addr, actors.NewClientCredentials(secret, claim))
+	cl, _, ctx := rawClient(t, a.addr, remoting.NewClientCredentials(secret, claim))
 	cEcho, aEcho, aWatcher := actor.NewPID(c.addr, "echo"), actor.NewPID(a.addr, "echo"), actor.NewPID(a.addr, "watcher")
 	for _, tc := range []struct {
 		name string
@@ -346,7 +346,7 @@ func TestRemoteReplayedConnectionRefused(t *testing.T) {
 	noLeaks(t)
 	a, b := startPeer(t, "node", 0, secret), startPeer(t, "node", 1, secret)
 	px := startRecordingProxy(t, a.addr)
-	c, cc, ctx := rawClient(t, px.addr, actors.NewClientCredentials(secret, claim))
+	c, cc, ctx := rawClient(t, px.addr, remoting.NewClientCredentials(secret, claim))
 	s, err := c.Receive(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
-package actors_test
+package remoting_test
 
 // A peer that is paused (SIGSTOP, as swapping, a debugger, a suspended
 // job or a starved VM would) is silent, not dead: it is reported lost
-// only when the silence outlasts RemoteConfig.PeerTimeout.
+// only when the silence outlasts Config.PeerTimeout.
 
 import (
 	"syscall"

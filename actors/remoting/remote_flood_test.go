@@ -1,4 +1,4 @@
-package actors_test
+package remoting_test
 
 // Strangers cost a runtime's control port a fixed small buffer each, for
 // a bounded time: a flood of HTTP/2 streams claiming 16 MiB bodies and
@@ -21,7 +21,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
-	"github.com/choreo-gpu/choreo/actors"
+	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/wire"
 )
 
@@ -304,7 +304,7 @@ func TestRemoteConnectsThroughASilentFlood(t *testing.T) {
 	time.Sleep(time.Second) // the flood is under way: the server's gates are full
 	var failed atomic.Int64
 	var last atomic.Value
-	creds := countingCreds{actors.NewClientCredentials(secret, claim), &failed, &last}
+	creds := countingCreds{remoting.NewClientCredentials(secret, claim), &failed, &last}
 	start := time.Now()
 	for i := 1; i <= 20; i++ {
 		c, cc, ctx := rawClient(t, a.addr, creds)

@@ -1,6 +1,6 @@
 //go:build race
 
-package actors_test
+package remoting_test
 
 // raceOn: the tests run under the race detector.
 const raceOn = true

@@ -1,4 +1,4 @@
-package actors
+package remoting
 
 // The control handshake and record layer on real loopback sockets, without
 // gRPC or protoactor (so any number of them may run in this process).

@@ -1,4 +1,4 @@
-package actors
+package remoting
 
 import (
 	"context"
@@ -151,14 +151,14 @@ func (c *controlCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 	case answer[0] == hsRefuse:
 		c.strangers.warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr),
 			zap.String("why", "the client refused this runtime's proof of the group secret"))
-		return nil, nil, fmt.Errorf("actors: remote: handshake from %s claiming %q: it refused this runtime's proof: %w", from, t.addr, ErrAuth)
+		return nil, nil, fmt.Errorf("remoting: handshake from %s claiming %q: it refused this runtime's proof: %w", from, t.addr, ErrAuth)
 	case answer[0] != hsAccept:
 		return c.serverFailed(from, g, n, fmt.Errorf("%w: answer byte %#x", errHandshake, answer[0]))
 	case !hmac.Equal(answer[1:], t.proof(c.secret, clientLabel)):
 		_, _ = raw.Write([]byte{hsRefuse})
 		c.strangers.warn("remote: authentication failed", zap.String("peer", from), zap.String("claimed", t.addr),
 			zap.String("why", "the client's proof of the group secret is wrong"))
-		return nil, nil, fmt.Errorf("actors: remote: handshake from %s claiming %q: %w", from, t.addr, ErrAuth)
+		return nil, nil, fmt.Errorf("remoting: handshake from %s claiming %q: %w", from, t.addr, ErrAuth)
 	}
 	// the client has proved the secret: out of the gates' reach before it
 	// learns that it may use the connection
@@ -201,7 +201,7 @@ func (c *controlCreds) serverFailed(from string, g *gate.Guest, n int, err error
 	default:
 		c.log.Debug("remote: handshake broke off", zap.String("peer", from), zap.Int("read", n), zap.Error(err))
 	}
-	return nil, nil, fmt.Errorf("actors: remote: handshake from %s: %w", from, err)
+	return nil, nil, fmt.Errorf("remoting: handshake from %s: %w", from, err)
 }
 
 // ClientHandshake authenticates a connection this runtime dialled to
@@ -229,7 +229,7 @@ func (c *controlCreds) ClientHandshake(ctx context.Context, authority string, ra
 			zap.Int("tries", tries), zap.Error(err))
 		select {
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("actors: remote: handshake with %s: %w (after %v)", authority, ctx.Err(), err)
+			return nil, nil, fmt.Errorf("remoting: handshake with %s: %w (after %v)", authority, ctx.Err(), err)
 		case <-time.After(redialWait):
 		}
 		dctx, cancel := context.WithDeadline(ctx, deadline)
@@ -237,7 +237,7 @@ func (c *controlCreds) ClientHandshake(ctx context.Context, authority string, ra
 		next, derr := d.DialContext(dctx, "tcp", authority)
 		cancel()
 		if derr != nil {
-			return nil, nil, fmt.Errorf("actors: remote: handshake with %s: dialling again: %w (after %v)", authority, derr, err)
+			return nil, nil, fmt.Errorf("remoting: handshake with %s: dialling again: %w (after %v)", authority, derr, err)
 		}
 		raw = next
 	}
@@ -274,7 +274,7 @@ func (c *controlCreds) clientHandshake(ctx context.Context, authority string, ra
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return fmt.Errorf("actors: remote: handshake with %s: %s: %w", authority, what, err)
+		return fmt.Errorf("remoting: handshake with %s: %s: %w", authority, what, err)
 	}
 	t := hsTranscript{addr: c.addr}
 	if err := nonce(&t.client); err != nil {
@@ -320,11 +320,11 @@ func (c *controlCreds) clientHandshake(ctx context.Context, authority string, ra
 func (c *controlCreds) records(raw net.Conn, t *hsTranscript, client bool, peer string) (*recordConn, error) {
 	c2s, err := hkdf.Key(sha256.New, c.secret, t.salt(), c2sLabel, recordKey)
 	if err != nil {
-		return nil, fmt.Errorf("actors: remote: record keys: %w", err)
+		return nil, fmt.Errorf("remoting: record keys: %w", err)
 	}
 	s2c, err := hkdf.Key(sha256.New, c.secret, t.salt(), s2cLabel, recordKey)
 	if err != nil {
-		return nil, fmt.Errorf("actors: remote: record keys: %w", err)
+		return nil, fmt.Errorf("remoting: record keys: %w", err)
 	}
 	send, recv := s2c, c2s
 	if client {
@@ -332,7 +332,7 @@ func (c *controlCreds) records(raw net.Conn, t *hsTranscript, client bool, peer 
 	}
 	rc, err := newRecordConn(raw, send, recv, c.peerTimeout, c.log.With(zap.String("peer", peer)))
 	if err != nil {
-		return nil, fmt.Errorf("actors: remote: record layer: %w", err)
+		return nil, fmt.Errorf("remoting: record layer: %w", err)
 	}
 	return rc, nil
 }

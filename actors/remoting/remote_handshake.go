@@ -1,4 +1,4 @@
-package actors
+package remoting
 
 import (
 	"crypto/hmac"
@@ -83,7 +83,7 @@ func (t *hsTranscript) salt() []byte {
 // nonce fills n with random bytes.
 func nonce(n *[hsNonce]byte) error {
 	if _, err := io.ReadFull(rand.Reader, n[:]); err != nil {
-		return fmt.Errorf("actors: remote: handshake nonce: %w", err)
+		return fmt.Errorf("remoting: handshake nonce: %w", err)
 	}
 	return nil
 }

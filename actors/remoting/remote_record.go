@@ -1,4 +1,4 @@
-package actors
+package remoting
 
 import (
 	"bufio"
@@ -38,7 +38,7 @@ const (
 
 // errRecord is a record that is too long, too short or fails to open: the
 // connection is closed.
-var errRecord = errors.New("actors: remote: bad record")
+var errRecord = errors.New("remoting: bad record")
 
 // epoch anchors the record layer's monotonic clock.
 var epoch = time.Now()
@@ -116,11 +116,11 @@ func newRecordConn(raw net.Conn, sendKey, recvKey []byte, peerTimeout time.Durat
 func gcm(key []byte) (cipher.AEAD, error) {
 	b, err := aes.NewCipher(key)
 	if err != nil {
-		return nil, fmt.Errorf("actors: remote: record cipher: %w", err)
+		return nil, fmt.Errorf("remoting: record cipher: %w", err)
 	}
 	a, err := cipher.NewGCM(b)
 	if err != nil {
-		return nil, fmt.Errorf("actors: remote: record cipher: %w", err)
+		return nil, fmt.Errorf("remoting: record cipher: %w", err)
 	}
 	return a, nil
 }

@@ -1,4 +1,4 @@
-package actors
+package remoting
 
 import (
 	"context"
@@ -16,18 +16,23 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/internal/errs"
 )
 
-// ErrBadArgument: a call had an invalid argument (a bad RemoteConfig, a
-// second StartRemote).
+// ErrBadArgument: a call had an invalid argument (a bad Config, a
+// second Start).
 var ErrBadArgument = errs.ErrBadArgument
+
+// ErrClosed: the runtime is closed or closing (Start), or remoting is
+// closed.
+var ErrClosed = errs.ErrClosed
 
 // Defaults and fixed settings of remoting.
 const (
 	defaultMaxMessage = 16 << 20
 	defaultBatchSize  = 64
-	// DefaultPeerTimeout is RemoteConfig.PeerTimeout's default: how long a
+	// DefaultPeerTimeout is Config.PeerTimeout's default: how long a
 	// peer may be silent before its connections are dropped.
 	DefaultPeerTimeout = 10 * time.Second
 	// serverMinPing is the shortest interval at which the server pings an
@@ -57,13 +62,13 @@ const (
 	closeWait = 2 * time.Second
 )
 
-// RemoteConfig configures the runtime's protoactor remoting, the control plane.
+// Config configures a runtime's protoactor remoting, the control plane.
 //
 // The zero values of MaxMessage, BatchSize and PeerTimeout take the
 // defaults.
 // Addr's host must name an interface peers can reach when Advertise is
 // empty: a wildcard host ("", "0.0.0.0", "::") needs Advertise.
-type RemoteConfig struct {
+type Config struct {
 	Addr       string // listen "host:port"; port 0 picks a free one
 	Advertise  string // optional "host:port" peers use to reach this runtime; default: Addr's host with the bound port (port 0 here also means the bound port)
 	Secret     []byte // at least 16 bytes, shared by the group; every control connection proves it, both ways, and is keyed from it
@@ -79,15 +84,6 @@ type RemoteConfig struct {
 	PeerTimeout time.Duration
 }
 
-// WithRemote makes NewRuntime start remoting (see StartRemote) before it
-// spawns any service, so every actor's PID carries the advertised address.
-// NewRuntime fails with StartRemote's error.
-func WithRemote(cfg RemoteConfig) Option {
-	return func(c *config) {
-		c.remote = &cfg
-	}
-}
-
 // Remote is a runtime's protoactor remoting: a gRPC server on the listen
 // address, and a connection to each peer it sends to. Every connection,
 // either way, starts with a mutual challenge-response on the group's
@@ -96,8 +92,8 @@ func WithRemote(cfg RemoteConfig) Option {
 // (remote_record.go): nothing that crosses the wire can be replayed, and
 // nothing a stranger sends reaches gRPC. A peer's messages may speak only
 // for the address its handshake proved (see guard). A Remote
-// lives as long as its runtime: Close shuts it down, bounded, after the
-// runtime's services; a message sent to a peer after that is dropped as a
+// lives as long as its runtime: the runtime's Close shuts it down,
+// bounded, after its other services; a message sent to a peer after that is dropped as a
 // dead letter (protoactor's writer tries once more, refused, and sleeps
 // 2 s first).
 //
@@ -106,7 +102,7 @@ func WithRemote(cfg RemoteConfig) Option {
 // with the first one's gRPC goroutines (the race detector reports it). A
 // cluster runs one rank per process; in-process ranks need no remoting.
 type Remote struct {
-	rt    *Runtime
+	rt    *actors.Runtime
 	pr    *remote.Remote
 	g     *guard
 	creds *controlCreds
@@ -148,7 +144,7 @@ func (r *Remote) OnEndpointTerminated(f func(addr string)) (cancel func()) {
 		return func() {}
 	}
 	var off atomic.Bool
-	es := r.rt.sys.EventStream
+	es := r.rt.ActorSystem().EventStream
 	sub := es.SubscribeWithPredicate(func(ev any) {
 		if !off.Load() {
 			f(ev.(*remote.EndpointTerminatedEvent).Address)
@@ -179,47 +175,48 @@ func isTerminated(ev any) bool {
 	return ok
 }
 
-// Remote is the runtime's remoting, nil when it was not started.
-func (rt *Runtime) Remote() *Remote {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.rem
+// key is remoting's place among a runtime's services. CloseLast: the
+// other services may still talk to peers while they close.
+var key = &actors.ServiceKey{Name: "remoting", CloseLast: true}
+
+// Of is rt's remoting, nil when it was not started.
+func Of(rt *actors.Runtime) *Remote {
+	if rt == nil {
+		return nil
+	}
+	r, _ := actors.Lookup[*Remote](rt, key)
+	return r
 }
 
-// StartRemote starts remoting on a runtime that has none: it listens on
-// cfg.Addr and sets the actor system's address to the advertised one.
-// Start it before spawning actors peers must reach (WithRemote does):
-// PIDs made earlier keep the local address. A second call, or a bad cfg,
-// fails with ErrBadArgument; a closed runtime with ErrClosed; a listen
-// failure with the listener's error.
-func (rt *Runtime) StartRemote(cfg RemoteConfig) (*Remote, error) {
-	rt.remMu.Lock() // held across the start: one Remote per runtime
-	defer rt.remMu.Unlock()
-	if rt.Closed() {
-		return nil, fmt.Errorf("actors: remote: %w", ErrClosed)
+// Start starts remoting on rt, which has none: it listens on cfg.Addr and
+// sets the actor system's address to the advertised one, and rt closes it
+// when it closes, after its other services. Start it right after
+// actors.NewRuntime, before spawning actors peers must reach: PIDs made
+// earlier keep the local address. A second call, or a bad cfg, fails with
+// ErrBadArgument; a closed runtime with ErrClosed; a listen failure with
+// the listener's error (and a later Start may try again).
+func Start(rt *actors.Runtime, cfg Config) (*Remote, error) {
+	if rt == nil {
+		return nil, fmt.Errorf("remoting: start: nil runtime: %w", ErrBadArgument)
 	}
-	if cur := rt.Remote(); cur != nil {
-		return nil, fmt.Errorf("actors: remote: already started at %s: %w", cur.addr, ErrBadArgument)
-	}
-	r, err := startRemote(rt, cfg)
-	if err != nil {
+	started := false
+	r, err := actors.Service(rt, key, func(rt *actors.Runtime) (*Remote, error) {
+		started = true
+		return start(rt, cfg)
+	})
+	switch {
+	case err != nil:
 		return nil, err
+	case !started && rt.Closed():
+		return nil, fmt.Errorf("remoting: start: %w", ErrClosed)
+	case !started:
+		return nil, fmt.Errorf("remoting: start: already started at %s: %w", r.addr, ErrBadArgument)
 	}
-	rt.mu.Lock()
-	if rt.closing { // Close began meanwhile and did not see r
-		rt.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.closeTimeout)
-		defer cancel()
-		_ = r.close(ctx)
-		return nil, fmt.Errorf("actors: remote: %w", ErrClosed)
-	}
-	rt.rem = r
-	rt.mu.Unlock()
 	return r, nil
 }
 
-// startRemote checks cfg, listens and starts protoactor's remoting.
-func startRemote(rt *Runtime, cfg RemoteConfig) (*Remote, error) {
+// start checks cfg, listens and starts protoactor's remoting.
+func start(rt *actors.Runtime, cfg Config) (*Remote, error) {
 	cfg, host, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -228,7 +225,7 @@ func startRemote(rt *Runtime, cfg RemoteConfig) (*Remote, error) {
 	// hand it the bound port (a port taken in between is recovered below).
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("actors: remote: listen %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("remoting: listen %s: %w", cfg.Addr, err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
@@ -237,9 +234,9 @@ func startRemote(rt *Runtime, cfg RemoteConfig) (*Remote, error) {
 		return nil, err
 	}
 	if len(adv) > hsMaxAddr { // the handshake carries it in at most 255 bytes
-		return nil, fmt.Errorf("actors: remote: advertised address %q: longer than %d bytes: %w", adv, hsMaxAddr, ErrBadArgument)
+		return nil, fmt.Errorf("remoting: advertised address %q: longer than %d bytes: %w", adv, hsMaxAddr, ErrBadArgument)
 	}
-	log := rt.log.Named("remote")
+	log := rt.Logger().Named("remote")
 	g := newGuard(log)
 	creds := newControlCreds(cfg.Secret, adv, cfg.PeerTimeout, log)
 	pcfg := remote.Configure(host, port,
@@ -255,21 +252,22 @@ func startRemote(rt *Runtime, cfg RemoteConfig) (*Remote, error) {
 		connected: map[string]bool{},
 		subs:      map[*eventstream.Subscription]struct{}{},
 	}
-	r.track = rt.sys.EventStream.Subscribe(r.keep)
-	r.pr = remote.NewRemote(rt.sys, pcfg)
-	if err := start(r.pr); err != nil {
-		rt.sys.EventStream.Unsubscribe(r.track)
+	es := rt.ActorSystem().EventStream
+	r.track = es.Subscribe(r.keep)
+	r.pr = remote.NewRemote(rt.ActorSystem(), pcfg)
+	if err := startProto(r.pr); err != nil {
+		es.Unsubscribe(r.track)
 		g.close()
-		return nil, fmt.Errorf("actors: remote: start on %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
+		return nil, fmt.Errorf("remoting: start on %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
 	}
 	log.Info("remoting started", zap.String("address", adv), zap.Int("max_message", cfg.MaxMessage),
 		zap.Int("batch", cfg.BatchSize), zap.Duration("peer_timeout", cfg.PeerTimeout))
 	return r, nil
 }
 
-// start runs protoactor's Start, which panics where it should return an
-// error (listen, endpoint manager start).
-func start(pr *remote.Remote) (err error) {
+// startProto runs protoactor's Start, which panics where it should return
+// an error (listen, endpoint manager start).
+func startProto(pr *remote.Remote) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%v", p)
@@ -296,13 +294,15 @@ func (r *Remote) keep(ev any) {
 	}
 }
 
-// close shuts remoting down, bounded by ctx and closeWait: it cancels the
+// Close shuts remoting down, bounded by ctx and closeWait: it cancels the
 // OnEndpointTerminated callbacks, refuses new connections, stops the gRPC
 // server (peers see this runtime's endpoint terminate), stops the endpoint
 // writers the way protoactor does when a peer is lost, waits for the
 // streams and connections to end, and cuts those left. Not protoactor's
-// graceful Shutdown: that one sleeps up to 10 s and races.
-func (r *Remote) close(ctx context.Context) error {
+// graceful Shutdown: that one sleeps up to 10 s and races. The runtime
+// calls it when it closes, after its other services; a later call does
+// nothing, and Start does not start a closed runtime's remoting again.
+func (r *Remote) Close(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -312,7 +312,7 @@ func (r *Remote) close(ctx context.Context) error {
 	subs, addrs := r.subs, r.connected
 	r.subs, r.connected = nil, nil
 	r.mu.Unlock()
-	es := r.rt.sys.EventStream
+	es := r.rt.ActorSystem().EventStream
 	for s := range subs {
 		es.Unsubscribe(s)
 	}
@@ -327,15 +327,15 @@ func (r *Remote) close(ctx context.Context) error {
 	err := r.g.drain(ctx)
 	r.log.Debug("remoting closed", zap.String("address", r.addr), zap.Int("peers", len(addrs)), zap.Error(err))
 	if err != nil {
-		return fmt.Errorf("actors: remote: close: %w", err)
+		return fmt.Errorf("remoting: close: %w", err)
 	}
 	return nil
 }
 
 // withDefaults fills in the defaults and checks cfg; host is Addr's host.
-func (c RemoteConfig) withDefaults() (RemoteConfig, string, error) {
-	bad := func(format string, a ...any) (RemoteConfig, string, error) {
-		return c, "", fmt.Errorf("actors: remote: "+format+": %w", append(a, ErrBadArgument)...)
+func (c Config) withDefaults() (Config, string, error) {
+	bad := func(format string, a ...any) (Config, string, error) {
+		return c, "", fmt.Errorf("remoting: "+format+": %w", append(a, ErrBadArgument)...)
 	}
 	host, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
@@ -368,7 +368,7 @@ func (c RemoteConfig) withDefaults() (RemoteConfig, string, error) {
 
 // advertise is the address peers dial: cfg.Advertise, or Addr's host, with
 // the bound port where the port is 0.
-func advertise(c RemoteConfig, host string, port int) (string, error) {
+func advertise(c Config, host string, port int) (string, error) {
 	if c.Advertise == "" {
 		return net.JoinHostPort(host, strconv.Itoa(port)), nil
 	}
@@ -381,7 +381,7 @@ func advertise(c RemoteConfig, host string, port int) (string, error) {
 		n, err = parsePort(p)
 	}
 	if err != nil {
-		return "", fmt.Errorf("actors: remote: Advertise %q: %v: %w", c.Advertise, err, ErrBadArgument)
+		return "", fmt.Errorf("remoting: Advertise %q: %v: %w", c.Advertise, err, ErrBadArgument)
 	}
 	if n == 0 {
 		n = port
@@ -404,7 +404,7 @@ func isWildcard(host string) bool {
 
 // pingEvery is how often an idle connection is pinged: a quarter of the
 // peer timeout, within grpc-go's bounds for each side.
-func pingEvery(c RemoteConfig, least time.Duration) time.Duration {
+func pingEvery(c Config, least time.Duration) time.Duration {
 	return max(c.PeerTimeout/4, least)
 }
 
@@ -413,7 +413,7 @@ func pingEvery(c RemoteConfig, least time.Duration) time.Duration {
 // (ping an idle client every quarter of PeerTimeout, drop one that does
 // not answer within PeerTimeout; accept client pings as often as clients
 // send them), and the guard's interceptors.
-func serverOptions(c RemoteConfig, g *guard, creds *controlCreds) []grpc.ServerOption {
+func serverOptions(c Config, g *guard, creds *controlCreds) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.Creds(creds),
 		grpc.ConnectionTimeout(handshakeTimeout),
@@ -431,7 +431,7 @@ func serverOptions(c RemoteConfig, g *guard, creds *controlCreds) []grpc.ServerO
 // PeerTimeout (a peer paused while this runtime dials it is waited for,
 // not refused sooner), the limits, keepalive, the guard's interceptors
 // and its dialer.
-func dialOptions(c RemoteConfig, g *guard, creds *controlCreds) []grpc.DialOption {
+func dialOptions(c Config, g *guard, creds *controlCreds) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: max(grpcMinConnect, c.PeerTimeout+handshakeTimeout)}),

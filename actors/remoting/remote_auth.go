@@ -1,4 +1,4 @@
-package actors
+package remoting
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func newGuard(log *zap.Logger) *guard {
 }
 
 // errGuardClosed refuses dials and streams once remoting is closing.
-var errGuardClosed = fmt.Errorf("actors: remote: %w", ErrClosed)
+var errGuardClosed = fmt.Errorf("remoting: %w", ErrClosed)
 
 // serverStream checks and recovers a stream (Remoting.Receive).
 func (g *guard) serverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
