@@ -8,9 +8,9 @@ import (
 )
 
 func TestLocalConformance(t *testing.T) {
-	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
-		return transport.NewLocal(n)
-	})
+	mk := func(t *testing.T, n int) []transport.Transport { return transport.NewLocal(n) }
+	transporttest.Run(t, mk)
+	t.Run("PeerAccess", func(t *testing.T) { testPeerAccess(t, mk) })
 }
 
 // opaque hides PeerAccess, so the suite also checks the plain contract.

@@ -15,7 +15,7 @@ import (
 func TestTracedConformance(t *testing.T) {
 	tr := trace.New(trace.WithCapacity(1 << 10))
 	t.Run("peers", func(t *testing.T) {
-		transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
+		mk := func(t *testing.T, n int) []transport.Transport {
 			ts := transport.NewLocal(n)
 			for i := range ts {
 				ts[i] = transport.Traced(ts[i], tr.Rank(i))
@@ -24,7 +24,9 @@ func TestTracedConformance(t *testing.T) {
 				t.Fatal("the traced transport lost PeerAccess")
 			}
 			return ts
-		})
+		}
+		transporttest.Run(t, mk)
+		t.Run("PeerAccess", func(t *testing.T) { testPeerAccess(t, mk) })
 	})
 	t.Run("opaque", func(t *testing.T) {
 		transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {

@@ -38,7 +38,7 @@ func TestAlgorithms(t *testing.T) {
 			for k, v := range algoEnv[name] {
 				t.Setenv(k, v)
 			}
-			ts := transporttest.CarrierMake(name)(t, 4)
+			ts := carrierMake(name)(t, 4)
 			defer func() {
 				for _, tr := range ts {
 					_ = tr.Close()

@@ -33,5 +33,5 @@ func TestTrySend(t *testing.T) {
 	}
 	defer eps[0].Close()
 	defer eps[1].Close()
-	transporttest.TrySend(t, eps[0], eps[1])
+	checkTrySend(t, eps[0], eps[1])
 }

@@ -19,11 +19,11 @@ func cpuTime(t *testing.T) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// LongWaitDoesNotSpin checks, for a transport that polls before it parks,
+// longWaitDoesNotSpin checks, for a transport that polls before it parks,
 // that a Recv on r0 whose message from r1 comes late polls for its budget
 // only, then blocks: the process spends a small part of the wait on a CPU.
 // The caller turns polling on first.
-func LongWaitDoesNotSpin(t *testing.T, r0, r1 transport.Transport) {
+func longWaitDoesNotSpin(t *testing.T, r0, r1 transport.Transport) {
 	const wait = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

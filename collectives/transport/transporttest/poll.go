@@ -23,13 +23,13 @@ type PollRig struct {
 // Polling checks a transport's polling: Env sets the budget of a group
 // connected after it and 0 turns polling off (whose waits still end when
 // their message comes); with polling on, a long wait polls for its budget
-// only, then parks (LongWaitDoesNotSpin), and tells the budget how long
+// only, then parks (longWaitDoesNotSpin), and tells the budget how long
 // it took, which halves it.
 func Polling(t *testing.T, rig PollRig) {
 	t.Run("Env", func(t *testing.T) { testPollEnv(t, rig) })
 	t.Run("LongWaitDoesNotSpin", func(t *testing.T) {
 		ts := pollGroup(t, rig, spin.MaxPoll)
-		LongWaitDoesNotSpin(t, ts[0], ts[1])
+		longWaitDoesNotSpin(t, ts[0], ts[1])
 	})
 	t.Run("Adapts", func(t *testing.T) { testPollAdapts(t, rig) })
 }

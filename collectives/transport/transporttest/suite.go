@@ -2,9 +2,8 @@
 // implementations, in the style of hashicorp/raft's transport tests: every
 // implementation runs the same checks through Run, and every msg.Link
 // through RunLink. It also holds what transport packages' tests share
-// (the polling check Polling; ConnectGroup, and CarrierMake for a group
-// over any registered carrier) and an in-memory pipe link, registered as
-// a carrier by RegisterPipeCarrier.
+// (the polling check Polling, ConnectGroup) and an in-memory pipe link,
+// registered as a carrier by RegisterPipeCarrier.
 package transporttest
 
 import (
@@ -34,8 +33,7 @@ const (
 // suite closes them.
 type MakeFunc func(t *testing.T, n int) []transport.Transport
 
-// Run runs the conformance suite against the transports make returns. If
-// they implement transport.PeerAccess, the window checks run too.
+// Run runs the conformance suite against the transports make returns.
 func Run(t *testing.T, make MakeFunc) {
 	cases := []struct {
 		name string
@@ -55,7 +53,6 @@ func Run(t *testing.T, make MakeFunc) {
 		{"AbortOnlyThatCollective", testAbortScope},
 		{"CloseFailsPeers", testClose},
 		{"ConcurrentTags", testConcurrent},
-		{"PeerAccess", testPeerAccess},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

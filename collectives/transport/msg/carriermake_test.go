@@ -1,4 +1,4 @@
-package transporttest
+package msg_test
 
 import (
 	"context"
@@ -10,20 +10,21 @@ import (
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
-// carrierGroups numbers the groups CarrierMake makes (their group ids and
+// carrierGroups numbers the groups carrierMake makes (their group ids and
 // run names).
 var carrierGroups atomic.Uint64
 
-// CarrierMake is a MakeFunc over the registered carrier called name: it
+// carrierMake is a transporttest.MakeFunc over the registered carrier called name: it
 // makes each group as a rank's Join does, every pair linked by that
 // carrier (Prepare on 127.0.0.1, Connect with a fresh group, run and
 // secret and the default window, then one msg.Endpoint per rank over its
 // links). A test that uses it skips when the carrier is not registered
 // or not supported here.
-func CarrierMake(name string) MakeFunc {
+func carrierMake(name string) transporttest.MakeFunc {
 	return func(t *testing.T, n int) []transport.Transport {
 		t.Helper()
 		c, ok := msg.Lookup(name)
@@ -43,7 +44,7 @@ func CarrierMake(name string) MakeFunc {
 			preps[r], addrs[r] = p, p.Addr()
 		}
 		id := carrierGroups.Add(1)
-		secret := Secret()
+		secret := transporttest.Secret()
 		setup := func(r int) msg.Setup {
 			s := msg.Setup{Rank: r, Size: n, Group: id, Run: fmt.Sprintf("tt-%d-%d", os.Getpid(), id),
 				Secret: secret, Addrs: addrs, PeerTimeout: 10 * time.Second, MaxBuffered: msg.DefaultMaxBuffered}
@@ -63,6 +64,6 @@ func CarrierMake(name string) MakeFunc {
 				PeerTimeout: s.PeerTimeout, HeartbeatInterval: s.PeerTimeout / 40,
 				Poll: spin.PollBudget(msg.EnvPoll, n)}, links)
 		}
-		return Transports(ConnectGroup(t, n, setup, nil, connect))
+		return transporttest.Transports(transporttest.ConnectGroup(t, n, setup, nil, connect))
 	}
 }

@@ -1,4 +1,4 @@
-package transporttest
+package transport_test
 
 import (
 	"context"
@@ -9,16 +9,34 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
-func testPeerAccess(t *testing.T, mk MakeFunc) {
-	probe := group(t, mk, 1)
-	if _, ok := probe[0].(transport.PeerAccess); !ok {
-		t.Skip("transport does not implement PeerAccess")
-	}
+var errCause = errors.New("cause-for-test")
+
+// group makes n endpoints and closes them when the test ends.
+func group(t *testing.T, mk transporttest.MakeFunc, n int) []transport.Transport {
+	ts := mk(t, n)
+	t.Cleanup(func() {
+		for _, tr := range ts {
+			_ = tr.Close()
+		}
+	})
+	return ts
+}
+
+func ctxLong(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), transporttest.Long)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// testPeerAccess checks PeerAccess: windows over phases, an abort, a
+// rank that never exposes, a peer that closes, a rank exposing twice.
+func testPeerAccess(t *testing.T, mk transporttest.MakeFunc) {
 	for _, c := range []struct {
 		name string
-		fn   func(*testing.T, MakeFunc)
+		fn   func(*testing.T, transporttest.MakeFunc)
 	}{
 		{"Phases", testWindowPhases},
 		{"Abort", testWindowAbort},
@@ -37,7 +55,7 @@ func expose(t *testing.T, ts []transport.Transport, r int, ctx context.Context, 
 
 // Each rank writes its slot of its own buffer, then after a Sync every rank
 // reads every peer's slot; repeated over a few phases.
-func testWindowPhases(t *testing.T, mk MakeFunc) {
+func testWindowPhases(t *testing.T, mk transporttest.MakeFunc) {
 	const n, phases = 3, 4
 	ts := group(t, mk, n)
 	ctx := ctxLong(t)
@@ -86,14 +104,14 @@ func testWindowPhases(t *testing.T, mk MakeFunc) {
 }
 
 // An Abort fails every rank's window wait.
-func testWindowAbort(t *testing.T, mk MakeFunc) {
+func testWindowAbort(t *testing.T, mk transporttest.MakeFunc) {
 	const n = 3
 	ts := group(t, mk, n)
 	ctx := ctxLong(t)
 	tag := transport.Tag{Group: 21, Seq: 1}
 	var chs []<-chan error
 	for r := 0; r < n; r++ {
-		chs = append(chs, Async(func() error {
+		chs = append(chs, transporttest.Async(func() error {
 			w, err := expose(t, ts, r, ctx, tag, make([]byte, 8))
 			if err != nil {
 				return err
@@ -106,7 +124,7 @@ func testWindowAbort(t *testing.T, mk MakeFunc) {
 		}))
 	}
 	for r, ch := range chs {
-		err := Await(t, ch, Prompt, "window sync")
+		err := transporttest.Await(t, ch, transporttest.Prompt, "window sync")
 		var ae *transport.AbortError
 		if !errors.As(err, &ae) || ae.Origin != 2 || !errors.Is(err, errCause) && !errors.Is(err, transport.ErrAborted) {
 			t.Fatalf("rank %d: got %v, want abort by rank 2", r, err)
@@ -117,13 +135,13 @@ func testWindowAbort(t *testing.T, mk MakeFunc) {
 // A rank that never exposes: the one whose deadline passes fails with
 // ErrTimeout, and the others fail promptly after that, not at their own
 // (later) deadline.
-func testWindowAbsent(t *testing.T, mk MakeFunc) {
+func testWindowAbsent(t *testing.T, mk transporttest.MakeFunc) {
 	ts := group(t, mk, 3)
 	tag := transport.Tag{Group: 22, Seq: 1}
-	short, cancel := context.WithTimeout(context.Background(), Short)
+	short, cancel := context.WithTimeout(context.Background(), transporttest.Short)
 	defer cancel()
 	long := ctxLong(t)
-	other := Async(func() error {
+	other := transporttest.Async(func() error {
 		_, err := expose(t, ts, 1, long, tag, nil)
 		return err
 	})
@@ -131,10 +149,10 @@ func testWindowAbsent(t *testing.T, mk MakeFunc) {
 	if _, err := expose(t, ts, 0, short, tag, nil); !errors.Is(err, transport.ErrTimeout) {
 		t.Fatalf("rank 0: got %v, want ErrTimeout", err)
 	}
-	if err := Await(t, other, Prompt, "rank 1 expose"); !errors.Is(err, transport.ErrAborted) {
+	if err := transporttest.Await(t, other, transporttest.Prompt, "rank 1 expose"); !errors.Is(err, transport.ErrAborted) {
 		t.Fatalf("rank 1: got %v, want ErrAborted", err)
 	}
-	if el := time.Since(start); el > Prompt {
+	if el := time.Since(start); el > transporttest.Prompt {
 		t.Fatalf("took %v", el)
 	}
 	if _, err := expose(t, ts, 2, long, tag, nil); !errors.Is(err, transport.ErrAborted) {
@@ -142,16 +160,16 @@ func testWindowAbsent(t *testing.T, mk MakeFunc) {
 	}
 }
 
-func testWindowClose(t *testing.T, mk MakeFunc) {
+func testWindowClose(t *testing.T, mk transporttest.MakeFunc) {
 	ts := group(t, mk, 2)
 	ctx := ctxLong(t)
-	ch := Async(func() error {
+	ch := transporttest.Async(func() error {
 		_, err := expose(t, ts, 0, ctx, transport.Tag{Group: 23}, nil)
 		return err
 	})
 	time.Sleep(10 * time.Millisecond)
 	_ = ts[1].Close()
-	if err := Await(t, ch, Prompt, "expose"); !errors.Is(err, transport.ErrPeerLost) {
+	if err := transporttest.Await(t, ch, transporttest.Prompt, "expose"); !errors.Is(err, transport.ErrPeerLost) {
 		t.Fatalf("got %v, want ErrPeerLost", err)
 	}
 	if _, err := expose(t, ts, 0, ctx, transport.Tag{Group: 23, Seq: 1}, nil); !errors.Is(err, transport.ErrPeerLost) {
@@ -159,12 +177,12 @@ func testWindowClose(t *testing.T, mk MakeFunc) {
 	}
 }
 
-func testWindowTwice(t *testing.T, mk MakeFunc) {
+func testWindowTwice(t *testing.T, mk transporttest.MakeFunc) {
 	ts := group(t, mk, 2)
 	tag := transport.Tag{Group: 24}
-	c, cancel := context.WithTimeout(context.Background(), Short)
+	c, cancel := context.WithTimeout(context.Background(), transporttest.Short)
 	defer cancel()
-	first := Async(func() error {
+	first := transporttest.Async(func() error {
 		_, err := expose(t, ts, 0, c, tag, nil)
 		return err
 	})
@@ -172,5 +190,5 @@ func testWindowTwice(t *testing.T, mk MakeFunc) {
 	if _, err := expose(t, ts, 0, ctxLong(t), tag, nil); !errors.Is(err, transport.ErrBadArgument) && !errors.Is(err, transport.ErrAborted) {
 		t.Fatalf("second expose: got %v, want ErrBadArgument", err)
 	}
-	_ = Await(t, first, Prompt, "first expose")
+	_ = transporttest.Await(t, first, transporttest.Prompt, "first expose")
 }

@@ -1,4 +1,4 @@
-package transporttest
+package msg_test
 
 import (
 	"bytes"
@@ -10,19 +10,19 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
-// TrySender is a transport with TrySend.
-type TrySender interface {
+// trySender is a transport with TrySend.
+type trySender interface {
 	transport.Transport
 	transport.TrySender
 }
 
-// TrySend checks, on two ranks made with an eager limit of 1024 bytes and
+// checkTrySend checks, on two ranks made with an eager limit of 1024 bytes and
 // a receive window of 4096 (each message taking 64 bytes more), that
 // TrySend sends what fits the limit and the window at once and leaves the
 // rest unsent (false, nil), so that the caller can Send it; that a bad
 // peer or a done context fails it like Send; and that what it sent arrives
 // in order with what Send sent after it.
-func TrySend(t *testing.T, from, to TrySender) {
+func checkTrySend(t *testing.T, from, to trySender) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tag := func(i int) transport.Tag { return transport.Tag{Group: 1, Seq: uint64(i)} }
