@@ -74,6 +74,19 @@ func (s *Sink) Put(k int) {
 	}
 }
 
+// Copy takes p whole: Take, copy and Put until every byte is in (or
+// dropped).
+func (s *Sink) Copy(p []byte) {
+	for len(p) > 0 {
+		n := len(p)
+		if dst := s.Take(n); len(dst) > 0 {
+			n = copy(dst, p)
+		}
+		s.Put(n)
+		p = p[n:]
+	}
+}
+
 // Done says the payload is whole.
 func (s *Sink) Done() error {
 	if s.kind == sinkDiscard {

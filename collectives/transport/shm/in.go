@@ -94,7 +94,8 @@ func (l *link) slot(s []byte) error {
 		if err != nil {
 			return err
 		}
-		return fill(sk, payload)
+		sk.Copy(payload)
+		return sk.Done()
 	case slotRTS, slotRTSCMA:
 		return l.announced(h)
 	case slotChunk:
@@ -102,24 +103,10 @@ func (l *link) slot(s []byte) error {
 		if err != nil {
 			return err
 		}
-		return fill(sk, payload)
+		sk.Copy(payload)
+		return sk.Done()
 	}
 	return fmt.Errorf("slot of kind %d", h.kind)
-}
-
-// fill copies payload into sk.
-func fill(sk *msg.Sink, payload []byte) error {
-	for len(payload) > 0 {
-		dst := sk.Take(len(payload))
-		k := len(dst)
-		if dst == nil {
-			k = len(payload) // dropped
-		}
-		copy(dst, payload)
-		sk.Put(k)
-		payload = payload[k:]
-	}
-	return sk.Done()
 }
 
 // announced hands an RTS to the Peer, unless a retraction of it came

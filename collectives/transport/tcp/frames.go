@@ -102,15 +102,7 @@ func (c *conn) consume() error {
 func (c *conn) piece(b []byte) {
 	switch {
 	case c.sink != nil:
-		for len(b) > 0 {
-			dst := c.sink.Take(len(b))
-			k := len(b)
-			if len(dst) > 0 {
-				k = copy(dst, b)
-			}
-			c.sink.Put(k)
-			b = b[k:]
-		}
+		c.sink.Copy(b)
 	case c.text != nil:
 		c.toff += copy(c.text[c.toff:], b)
 	}

@@ -449,7 +449,8 @@ func (p *Pipe) deliver(f *pipeFrame) error {
 		if err != nil {
 			return err
 		}
-		return feed(s, f.data)
+		s.Copy(f.data)
+		return s.Done()
 	case pAnnounce:
 		return peer.Announced(0, f.tag, f.id, f.size, f.addr)
 	case pChunk:
@@ -457,7 +458,8 @@ func (p *Pipe) deliver(f *pipeFrame) error {
 		if err != nil {
 			return err
 		}
-		return feed(s, f.data)
+		s.Copy(f.data)
+		return s.Done()
 	case pAnswer:
 		p.mu.Lock()
 		delete(p.offers, f.id)
@@ -485,19 +487,6 @@ func (p *Pipe) credited(n int64) error {
 	}
 	p.credit += n
 	return nil
-}
-
-// feed writes payload into s the way a link does: Take, copy, Put, Done.
-func feed(s *msg.Sink, payload []byte) error {
-	for len(payload) > 0 {
-		n := len(payload)
-		if dst := s.Take(n); dst != nil {
-			n = copy(dst, payload)
-		}
-		s.Put(n)
-		payload = payload[n:]
-	}
-	return s.Done()
 }
 
 // PipePair is the link suite's LinkFunc over pipes.
