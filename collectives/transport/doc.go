@@ -5,7 +5,7 @@
 // destination, Tag): collectives on a group are told apart by the group id
 // and the sequence number their call order gives them, the steps of one
 // collective by Tag.Step. The interface assumes nothing about where the
-// ranks live: NewLocal connects ranks of one process through a Hub (a
+// ranks live: NewLocal connects ranks of one process through a hub (a
 // rendezvous that copies each byte once, straight from the sender's slice
 // into the receiver's); between processes the message layer (package msg)
 // implements the same contract over a link per peer, carried by shared

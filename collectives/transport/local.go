@@ -8,11 +8,11 @@ import (
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
-// Hub connects the ranks of one in-process group. Send and Recv meet at the
+// hub connects the ranks of one in-process group. Send and Recv meet at the
 // hub (a rendezvous): whichever side arrives second copies the bytes straight
 // from the sender's slice into the receiver's, once, with no intermediate
-// buffer, and outside the hub's lock. The Hub starts no goroutines.
-type Hub struct {
+// buffer, and outside the hub's lock. The hub starts no goroutines.
+type hub struct {
 	n int
 
 	mu      sync.Mutex
@@ -46,36 +46,21 @@ type pending struct {
 	done chan error
 }
 
-// NewHub returns a hub for a group of n ranks (n >= 1).
-func NewHub(n int) *Hub {
-	if n < 1 {
-		n = 1
-	}
-	return &Hub{
-		n:       n,
-		closed:  make([]bool, n),
-		queues:  make(map[matchKey]*queue),
-		windows: make(map[Tag]*window),
-	}
-}
-
-// Endpoint returns rank's Transport (which also implements PeerAccess).
-func (h *Hub) Endpoint(rank int) Transport { return &local{hub: h, rank: rank} }
-
-// NewLocal returns the endpoints of a new in-process group of n ranks,
-// indexed by rank. Each implements Transport and PeerAccess.
+// NewLocal returns the endpoints of a new in-process group of n ranks
+// (n >= 1), indexed by rank. Each implements Transport and PeerAccess.
 func NewLocal(n int) []Transport {
-	h := NewHub(n)
+	h := &hub{n: max(n, 1), queues: make(map[matchKey]*queue), windows: make(map[Tag]*window)}
+	h.closed = make([]bool, h.n)
 	ts := make([]Transport, h.n)
 	for i := range ts {
-		ts[i] = h.Endpoint(i)
+		ts[i] = &local{hub: h, rank: i}
 	}
 	return ts
 }
 
-// local is one rank's endpoint on a Hub.
+// local is one rank's endpoint on a hub.
 type local struct {
-	hub  *Hub
+	hub  *hub
 	rank int
 }
 
@@ -129,7 +114,7 @@ func (l *local) xfer(ctx context.Context, send bool, peer int, tag Tag, buf []by
 // post is rank's half of the rendezvous on k, with peer: it takes the
 // partner's pending operation if one is waiting (the caller copies), or
 // queues and returns its own.
-func (h *Hub) post(rank, peer int, k matchKey, send bool, buf []byte) (mine, partner *pending, err error) {
+func (h *hub) post(rank, peer int, k matchKey, send bool, buf []byte) (mine, partner *pending, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if e := h.checkLocked(rank, peer, k.tag); e != nil {
@@ -161,7 +146,11 @@ func (h *Hub) post(rank, peer int, k matchKey, send bool, buf []byte) (mine, par
 // both sides.
 func meet(send bool, buf []byte, p *pending) error {
 	if len(p.buf) != len(buf) {
-		e := fmt.Errorf("%w: sent %d bytes, receive buffer %d", ErrSizeMismatch, sendLen(send, buf, p.buf), recvLen(send, buf, p.buf))
+		sent, recv := len(buf), len(p.buf)
+		if !send {
+			sent, recv = recv, sent
+		}
+		e := fmt.Errorf("%w: sent %d bytes, receive buffer %d", ErrSizeMismatch, sent, recv)
 		p.done <- e
 		return e
 	}
@@ -176,7 +165,7 @@ func meet(send bool, buf []byte, p *pending) error {
 
 // await waits for a partner to complete p, queued on k, or for ctx to end;
 // then p leaves the queue unless a partner has already taken it.
-func (h *Hub) await(ctx context.Context, k matchKey, p *pending) error {
+func (h *hub) await(ctx context.Context, k matchKey, p *pending) error {
 	// The partner is often microseconds away: poll before parking (see
 	// internal/spin).
 	spin.Until(spin.Budget(), func() bool { return len(p.done) > 0 })
@@ -197,22 +186,8 @@ func (h *Hub) await(ctx context.Context, k matchKey, p *pending) error {
 	return <-p.done
 }
 
-func sendLen(send bool, mine, theirs []byte) int {
-	if send {
-		return len(mine)
-	}
-	return len(theirs)
-}
-
-func recvLen(send bool, mine, theirs []byte) int {
-	if send {
-		return len(theirs)
-	}
-	return len(mine)
-}
-
 // checkLocked reports why rank may not start an operation with peer on tag.
-func (h *Hub) checkLocked(rank, peer int, tag Tag) error {
+func (h *hub) checkLocked(rank, peer int, tag Tag) error {
 	if h.closed[rank] {
 		return ErrClosed
 	}
@@ -225,7 +200,7 @@ func (h *Hub) checkLocked(rank, peer int, tag Tag) error {
 	return nil
 }
 
-func (h *Hub) dropIfEmptyLocked(k matchKey, q *queue) {
+func (h *hub) dropIfEmptyLocked(k matchKey, q *queue) {
 	if len(q.sends) == 0 && len(q.recvs) == 0 {
 		delete(h.queues, k)
 	}

@@ -27,7 +27,7 @@ const (
 // ranks join it through the hub; barriers are generations: a generation
 // completes when all ranks have arrived, which closes genCh.
 type window struct {
-	hub *Hub
+	hub *hub
 	tag Tag
 	n   int
 
@@ -49,7 +49,6 @@ type localWindow struct {
 	once sync.Once
 }
 
-// Expose implements PeerAccess.
 func (l *local) Expose(ctx context.Context, tag Tag, bufs ...[]byte) (Window, error) {
 	h := l.hub
 	wrap := func(err error) error {
@@ -164,7 +163,7 @@ func (w *window) barrier(ctx context.Context, rank int) error {
 		}
 		err := CtxError(ctx)
 		// A rank giving up fails the window for everyone, as an abort.
-		w.hub.Endpoint(rank).Abort(w.tag, fmt.Errorf("rank %d gave up waiting: %w", rank, err))
+		(&local{hub: w.hub, rank: rank}).Abort(w.tag, fmt.Errorf("rank %d gave up waiting: %w", rank, err))
 		w.fail(&AbortError{Origin: rank, Group: w.tag.Group, Seq: w.tag.Seq, Cause: err})
 		return err
 	}
@@ -190,8 +189,6 @@ func (w *window) errFor(rank int) error {
 	return w.err
 }
 
-// setStateLocked moves rank to state s and closes quietCh when the window
-// has failed and no rank is in a phase any more.
 func (w *window) setStateLocked(rank, s int) {
 	w.state[rank] = s
 	w.checkQuietLocked()

@@ -40,7 +40,6 @@ type traced struct {
 	rec *trace.Recorder
 }
 
-// via is the carrier of peer's link, where t tells it.
 func (t *traced) via(peer int) string {
 	if l, ok := t.Transport.(Linker); ok && peer >= 0 {
 		return l.Via(peer)
@@ -48,7 +47,6 @@ func (t *traced) via(peer int) string {
 	return ""
 }
 
-// Send implements Transport.
 func (t *traced) Send(ctx context.Context, dst int, tag Tag, data []byte) error {
 	t0 := t.rec.Now()
 	err := t.Transport.Send(ctx, dst, tag, data)
@@ -56,7 +54,6 @@ func (t *traced) Send(ctx context.Context, dst int, tag Tag, data []byte) error 
 	return err
 }
 
-// Recv implements Transport.
 func (t *traced) Recv(ctx context.Context, src int, tag Tag, into []byte) error {
 	t0 := t.rec.Now()
 	err := t.Transport.Recv(ctx, src, tag, into)
@@ -79,7 +76,6 @@ func (t *traced) TrySend(ctx context.Context, dst int, tag Tag, data []byte) (bo
 	return done, err
 }
 
-// span records one call as an async slice.
 func (t *traced) span(name string, t0 int64, peer int, tag Tag, n int, err error) {
 	e := trace.Event{Kind: trace.Async, Cat: "transport", Track: traceTrack, Name: name, TS: t0,
 		Group: tag.Group, Seq: tag.Seq, Peer: peer, Via: t.via(peer), Bytes: int64(n)}
