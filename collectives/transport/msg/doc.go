@@ -12,11 +12,11 @@
 //
 // Use: build one Link per peer (links[rank] == nil at the own rank) and
 // call New with the rank's Config; see Link and Peer for the contract
-// between the two sides. A carrier's configuration embeds Common, the
-// settings every carrier shares, and checks it with Common.Normalize.
+// between the two sides. A carrier's configuration embeds Setup, what
+// every carrier is told of the group, and checks it with Setup.Normalize.
 //
 // Carriers. A transport package registers its kind of link as a Carrier
-// (Register, from its init). A group that collectives.Join forms links
+// (Register, from its init). A group that cluster.Join forms links
 // each pair of ranks by Pick: the carrier both ranks asked for, else the
 // most preferred that both have and that reaches from one to the other
 // (shared memory inside a host, TCP across), and runs one Endpoint over

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
@@ -15,7 +14,7 @@ import (
 // ranks by the most preferred carrier both ranks have that reaches from
 // one to the other.
 type Carrier struct {
-	// Name is what CHOREO_TRANSPORT and JoinConfig.Transport call it.
+	// Name is what CHOREO_TRANSPORT and cluster.JoinConfig.Transport call it.
 	Name string
 	// Preference orders carriers: a pair takes the highest both ranks have.
 	Preference int
@@ -54,27 +53,6 @@ const DefaultMaxBuffered = 4 << 20
 // before it parks (a Go duration; 0 turns polling off). Unset, a rank
 // polls up to spin.MaxPoll where its host has a processor per local rank.
 const EnvPoll = "CHOREO_POLL"
-
-// Setup is what a carrier's Connect knows of the group.
-type Setup struct {
-	Rank, Size int
-	// Group is the group's id; Run names the run (for names that must be
-	// unique to it, such as a host's socket names).
-	Group uint64
-	Run   string
-	// Secret is the group's shared secret (the links prove it).
-	Secret []byte
-	// Peers are the ranks to link to, in increasing order.
-	Peers []int
-	// Addrs holds every rank's Prepared.Addr for this carrier, by rank.
-	Addrs []string
-	// PeerTimeout is how long a peer may stay silent before it is lost.
-	PeerTimeout time.Duration
-	// MaxBuffered is the window this rank announces to every peer (the
-	// bytes it holds for Recvs not posted yet): the Endpoint over the
-	// links checks the same.
-	MaxBuffered int
-}
 
 var carriers struct {
 	mu  sync.Mutex

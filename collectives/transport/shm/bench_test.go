@@ -204,15 +204,15 @@ func benchProcs(b *testing.B, kind string, size int, echo bool) {
 	var tr transport.Transport
 	switch kind {
 	case "shm":
-		tr, err = connect(cctx, Config{Run: run, Common: msg.Common{Rank: 0, Size: 2, Group: 77, Secret: testSecret}})
+		tr, err = connect(cctx, Config{Setup: msg.Setup{Run: run, Rank: 0, Size: 2, Group: 77, Secret: testSecret}})
 	case "tcp":
 		l := line()
 		addr, ok := strings.CutPrefix(l, "ADDR ")
 		if !ok {
 			b.Fatalf("rank 1: %q", l)
 		}
-		tr, err = tcpEndpoint(cctx, nil, tcp.Config{Addrs: []string{"127.0.0.1:1", addr},
-			Common: msg.Common{Rank: 0, Size: 2, Group: 77, Secret: testSecret}})
+		tr, err = tcpEndpoint(cctx, nil, tcp.Config{
+			Setup: msg.Setup{Addrs: []string{"127.0.0.1:1", addr}, Rank: 0, Size: 2, Group: 77, Secret: testSecret}})
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -246,8 +246,8 @@ func benchRank(cfg Config) {
 			break
 		}
 		fmt.Println("ADDR", l.Addr())
-		tr, err = tcpEndpoint(cctx, l, tcp.Config{Addrs: []string{"127.0.0.1:1", l.Addr()},
-			Common: msg.Common{Rank: 1, Size: 2, Group: 77, Secret: cfg.Secret}})
+		tr, err = tcpEndpoint(cctx, l, tcp.Config{
+			Setup: msg.Setup{Addrs: []string{"127.0.0.1:1", l.Addr()}, Rank: 1, Size: 2, Group: 77, Secret: cfg.Secret}})
 	}
 	if err != nil {
 		report("connect", err)

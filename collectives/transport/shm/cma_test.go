@@ -99,7 +99,7 @@ func TestSingleCopyOff(t *testing.T) {
 		}
 		closeAll(ts)
 	}
-	two := Config{Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret}}
+	two := Config{Setup: msg.Setup{Rank: 0, Size: 2, Secret: testSecret}}
 	t.Setenv(envCMA, "off")
 	c, err := two.normalize()
 	if err != nil || c.CMAMin >= 0 {

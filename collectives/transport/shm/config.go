@@ -8,8 +8,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// Defaults of Config's own limits; those every carrier shares are the
-// message layer's (package msg).
+// Defaults of Config's own limits (msg.Setup's are package msg's).
 const (
 	DefaultSlotSize = 1 << 20 // a ring chunk (algo's DefaultNetChunkBytes) in one slot
 	DefaultSlots    = 16
@@ -23,16 +22,13 @@ const (
 	maxRegion   = 1 << 30
 )
 
-// Config describes one rank of a group whose ranks are processes of one
-// host. Every rank of a group is given the same Run, besides what
-// msg.Common says; the lower rank of a pair creates its region with its
-// own SlotSize and Slots. Common's EagerMax is capped by the pair's
-// SlotSize. Zero limits take the defaults.
+// Config is one rank's part of a group of processes of one host: the
+// Setup every carrier gets (its Run names each rank's rendezvous socket,
+// with Group and Rank, and a rank of another run is refused) and the
+// rings' own limits. The lower rank of a pair creates its region with its
+// own SlotSize and Slots; EagerMax is capped by the pair's SlotSize.
 type Config struct {
-	msg.Common
-	// Run (any string) names this run: with Group and Rank it names each
-	// rank's rendezvous socket, and a rank of another run is refused.
-	Run string
+	msg.Setup
 	// SlotSize is the payload bytes of one ring slot (a multiple of 64);
 	// large messages travel in slots of this size. Default
 	// DefaultSlotSize. The variable CHOREO_SHM_SLOT_SIZE overrides it.
@@ -55,11 +51,10 @@ type Config struct {
 	cmaAuto bool
 }
 
-// normalize checks c and fills in the defaults: the shared ones through
-// msg.Common (Peers come back sorted), then the rings' and single copy's.
+// normalize checks c and fills in the defaults.
 func (c Config) normalize() (Config, error) {
 	var err error
-	if c.Common, err = c.Common.Normalize("shm", maxRegion); err != nil {
+	if c.Setup, err = c.Setup.Normalize("shm", maxRegion); err != nil {
 		return c, err
 	}
 	bad := func(format string, a ...any) (Config, error) {

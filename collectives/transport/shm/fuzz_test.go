@@ -103,7 +103,7 @@ func FuzzSlots(f *testing.F) {
 func fuzzLink(t *testing.T) (*endpoint, *link) {
 	needShm(t)
 	cfg, err := Config{SlotSize: 4096, Slots: 2,
-		Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret, MaxBuffered: 64 << 10}}.normalize()
+		Setup: msg.Setup{Rank: 0, Size: 2, Secret: testSecret, MaxBuffered: 64 << 10}}.normalize()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func connect(ctx context.Context, cfg Config) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep, typed, err := transporttest.Endpoint[*link]("shm", n.Common, links)
+	ep, typed, err := transporttest.Endpoint[*link]("shm", n.Setup, links)
 	return &endpoint{Endpoint: ep, links: typed}, err
 }
 
@@ -59,7 +59,7 @@ func build(t testing.TB, n int, tweak func(*Config)) []*endpoint {
 	needShm(t)
 	run := testRun(t)
 	cfg := func(r int) Config {
-		return Config{Run: run, Common: msg.Common{Rank: r, Size: n, Group: 77, Secret: testSecret}}
+		return Config{Setup: msg.Setup{Run: run, Rank: r, Size: n, Group: 77, Secret: testSecret}}
 	}
 	return transporttest.ConnectGroup(t, n, cfg, tweak, connect)
 }

@@ -42,7 +42,7 @@ func TestConnectLinksPeers(t *testing.T) {
 			}
 		}
 	}
-	self := Config{Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret, Peers: []int{0}}}
+	self := Config{Setup: msg.Setup{Rank: 0, Size: 2, Secret: testSecret, Peers: []int{0}}}
 	if _, err := ConnectLinks(context.Background(), self); err == nil {
 		t.Error("a rank linked to itself")
 	}
@@ -60,7 +60,7 @@ func connectLinks(t *testing.T, n int, tweak func(*Config)) [][]msg.Link {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		cfg := Config{Run: run, Common: msg.Common{Rank: r, Size: n, Group: 78, Secret: testSecret}}
+		cfg := Config{Setup: msg.Setup{Run: run, Rank: r, Size: n, Group: 78, Secret: testSecret}}
 		tweak(&cfg)
 		wg.Add(1)
 		go func() {

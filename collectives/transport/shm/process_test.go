@@ -44,7 +44,7 @@ func TestRankProcess(t *testing.T) {
 	rank, _ := strconv.Atoi(os.Getenv(envRank))
 	size, _ := strconv.Atoi(os.Getenv(envSize))
 	secret, _ := hex.DecodeString(os.Getenv(envSecret))
-	cfg := Config{Run: os.Getenv(envRun), Common: msg.Common{Rank: rank, Size: size, Group: 77, Secret: secret,
+	cfg := Config{Setup: msg.Setup{Run: os.Getenv(envRun), Rank: rank, Size: size, Group: 77, Secret: secret,
 		// Only the socket's end may tell a death in time: a silent peer
 		// would be lost after the survivors' deadlines.
 		PeerTimeout: 40 * time.Second}}

@@ -20,6 +20,5 @@ func (prepared) Addr() string { return "" }
 func (prepared) Close() error { return nil }
 
 func (prepared) Connect(ctx context.Context, s msg.Setup) ([]msg.Link, error) {
-	return ConnectLinks(ctx, Config{Run: s.Run, Common: msg.Common{Rank: s.Rank, Size: s.Size, Group: s.Group,
-		Secret: s.Secret, Peers: s.Peers, PeerTimeout: s.PeerTimeout, MaxBuffered: s.MaxBuffered}})
+	return ConnectLinks(ctx, Config{Setup: s})
 }

@@ -31,7 +31,7 @@ func TestRingFromEnv(t *testing.T) {
 	} {
 		t.Setenv(envSlotSize, c.size)
 		t.Setenv(envSlots, c.slots)
-		got, err := Config{Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret}}.normalize()
+		got, err := Config{Setup: msg.Setup{Rank: 0, Size: 2, Secret: testSecret}}.normalize()
 		if c.bad {
 			if !errors.Is(err, transport.ErrBadArgument) {
 				t.Errorf("%q, %q: %v, want a bad argument", c.size, c.slots, err)

@@ -24,7 +24,7 @@ func TestWrongSecretMakesNoRegion(t *testing.T) {
 	run := testRun(t)
 	var refused atomic.Int64
 	cfgOf := func(r int) Config {
-		return Config{Run: run, Common: msg.Common{Rank: r, Size: 2, Group: 77, Secret: testSecret,
+		return Config{Setup: msg.Setup{Run: run, Rank: r, Size: 2, Group: 77, Secret: testSecret,
 			OnRefused: func(error) { refused.Add(1) }}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -75,7 +75,7 @@ func TestWrongSecretMakesNoRegion(t *testing.T) {
 
 // Configurations that cannot work are refused before anything is made.
 func TestConfigRefused(t *testing.T) {
-	ok := Config{Run: "r", Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret}}
+	ok := Config{Setup: msg.Setup{Run: "r", Rank: 0, Size: 2, Secret: testSecret}}
 	for name, mut := range map[string]func(*Config){
 		"rank":      func(c *Config) { c.Rank = 2 },
 		"secret":    func(c *Config) { c.Secret = c.Secret[:msg.MinSecret-1] },

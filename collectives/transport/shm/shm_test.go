@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 // A group of one rank connects at once, has no peer, and closes.
 func TestSingleRank(t *testing.T) {
 	needShm(t)
-	tr, err := connect(context.Background(), Config{Run: testRun(t), Common: msg.Common{Rank: 0, Size: 1, Secret: testSecret}})
+	tr, err := connect(context.Background(), Config{Setup: msg.Setup{Run: testRun(t), Rank: 0, Size: 1, Secret: testSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,12 @@ package tcp
 import (
 	"cmp"
 	"fmt"
-	"slices"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// Defaults of Config's own limits; those every carrier shares are the
-// message layer's (package msg).
+// Defaults of Config's own limits (msg.Setup's are package msg's).
 const (
 	DefaultMaxFrame     = 1 << 20
 	DefaultConnsPerPeer = 2
@@ -18,16 +16,13 @@ const (
 	maxConnsPerPeer = 64
 )
 
-// Config describes one rank of a group and the limits of its connections.
-// Every rank of a group is given the same Addrs and ConnsPerPeer, besides
-// what msg.Common says; each side announces its own MaxFrame and
-// MaxBuffered in the handshake. Common's EagerMax is capped by the peer's
-// MaxFrame and window. Zero limits take the defaults.
+// Config is one rank's part of a tcp mesh: the Setup every carrier gets
+// (Addrs holds each rank's "host:port") and tcp's own limits. Every rank
+// is given the same ConnsPerPeer; each side announces its own MaxFrame
+// and MaxBuffered in the handshake, and EagerMax is capped by the peer's
+// MaxFrame and window.
 type Config struct {
-	msg.Common
-	// Addrs holds every rank's "host:port", indexed by rank. A rank dials
-	// the ranks above it and accepts the ranks below it.
-	Addrs []string
+	msg.Setup
 	// MaxFrame is the largest frame payload this rank accepts (a larger
 	// declared length drops the peer) and sends (large messages travel in
 	// frames of min(both sides' MaxFrame)). Default DefaultMaxFrame.
@@ -35,16 +30,14 @@ type Config struct {
 	// ConnsPerPeer is the number of TCP connections per pair of ranks;
 	// a message travels on the connection its tag maps to (a collective's
 	// steps take the connections in turn). Several let large messages of
-	// different tags move at once (one connection's bytes are copied by
-	// one sender and one reader at a time). Default DefaultConnsPerPeer.
+	// different tags move at once. Default DefaultConnsPerPeer.
 	ConnsPerPeer int
 }
 
-// normalize checks c and fills in the defaults: those every carrier
-// shares through msg.Common, then tcp's own.
+// normalize checks c and fills in the defaults.
 func (c Config) normalize() (Config, error) {
 	var err error
-	if c.Common, err = c.Common.Normalize("tcp", maxFrameLimit); err != nil {
+	if c.Setup, err = c.Setup.Normalize("tcp", maxFrameLimit); err != nil {
 		return c, err
 	}
 	bad := func(format string, a ...any) (Config, error) {
@@ -53,7 +46,6 @@ func (c Config) normalize() (Config, error) {
 	if c.Size > 1 && len(c.Addrs) != c.Size {
 		return bad("%d addresses for %d ranks", len(c.Addrs), c.Size)
 	}
-	c.Addrs = slices.Clone(c.Addrs)
 	c.MaxFrame = cmp.Or(c.MaxFrame, DefaultMaxFrame)
 	if c.MaxFrame < minFrame || c.MaxFrame > maxFrameLimit {
 		return bad("MaxFrame %d outside [%d, %d]", c.MaxFrame, minFrame, maxFrameLimit)

@@ -302,8 +302,8 @@ func TestSilentPeer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts[r], errs[r] = connect(ctx, ls[r], Config{Addrs: dialAddrs,
-				Common: msg.Common{Rank: r, Size: n, Group: 1, Secret: testSecret, PeerTimeout: timeout}})
+			ts[r], errs[r] = connect(ctx, ls[r], Config{
+				Setup: msg.Setup{Addrs: dialAddrs, Rank: r, Size: n, Group: 1, Secret: testSecret, PeerTimeout: timeout}})
 		}()
 	}
 	wg.Wait()
@@ -694,7 +694,7 @@ func TestConnectTimeout(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tr, err := connect(ctx, ls[r], Config{Addrs: addrs, Common: msg.Common{Rank: r, Size: 3, Group: 1, Secret: testSecret}})
+			tr, err := connect(ctx, ls[r], Config{Setup: msg.Setup{Addrs: addrs, Rank: r, Size: 3, Group: 1, Secret: testSecret}})
 			if tr != nil {
 				_ = tr.Close()
 			}
@@ -710,7 +710,7 @@ func TestConnectTimeout(t *testing.T) {
 }
 
 func TestConfigChecks(t *testing.T) {
-	good := Config{Addrs: []string{"a:1", "b:2"}, Common: msg.Common{Rank: 0, Size: 2, Secret: testSecret}}
+	good := Config{Setup: msg.Setup{Addrs: []string{"a:1", "b:2"}, Rank: 0, Size: 2, Secret: testSecret}}
 	for _, bad := range []func(*Config){
 		func(c *Config) { c.Rank = 2 },
 		func(c *Config) { c.Addrs = c.Addrs[:1] },
@@ -728,7 +728,7 @@ func TestConfigChecks(t *testing.T) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
-	one, err := connect(context.Background(), nil, Config{Common: msg.Common{Size: 1, Secret: testSecret}})
+	one, err := connect(context.Background(), nil, Config{Setup: msg.Setup{Size: 1, Secret: testSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,8 +91,8 @@ func FuzzFrame(f *testing.F) {
 // pipeTransport returns rank 0 of a group of 2 whose connection to rank 1
 // is a pipe: the caller plays rank 1 on far.
 func pipeTransport(t *testing.T) (tr *endpoint, far net.Conn) {
-	cfg, err := Config{Addrs: []string{"x:1", "x:2"}, ConnsPerPeer: 1, MaxFrame: minFrame,
-		Common: msg.Common{Size: 2, Group: 1, Secret: testSecret, MaxBuffered: 64 << 10, EagerMax: 1024}}.normalize()
+	cfg, err := Config{ConnsPerPeer: 1, MaxFrame: minFrame,
+		Setup: msg.Setup{Addrs: []string{"x:1", "x:2"}, Size: 2, Group: 1, Secret: testSecret, MaxBuffered: 64 << 10, EagerMax: 1024}}.normalize()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func connect(ctx context.Context, l *Listener, cfg Config) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep, typed, err := transporttest.Endpoint[*link]("tcp", n.Common, links)
+	ep, typed, err := transporttest.Endpoint[*link]("tcp", n.Setup, links)
 	return &endpoint{Endpoint: ep, links: typed}, err
 }
 
@@ -55,7 +55,7 @@ func build(t testing.TB, n int, tweak func(*Config)) []*endpoint {
 	t.Helper()
 	ls, addrs := listeners(t, n)
 	cfg := func(r int) Config {
-		return Config{Addrs: addrs, Common: msg.Common{Rank: r, Size: n, Group: 77, Secret: testSecret}}
+		return Config{Setup: msg.Setup{Addrs: addrs, Rank: r, Size: n, Group: 77, Secret: testSecret}}
 	}
 	return transporttest.ConnectGroup(t, n, cfg, tweak, func(ctx context.Context, c Config) (*endpoint, error) {
 		return connect(ctx, ls[c.Rank], c)

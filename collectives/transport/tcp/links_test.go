@@ -22,7 +22,7 @@ func connectLinks(t *testing.T, n int, peers func(r int) []int, tweak func(*Conf
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		cfg := Config{Addrs: addrs, Common: msg.Common{Rank: r, Size: n, Group: 77, Secret: testSecret, Peers: peers(r)}}
+		cfg := Config{Setup: msg.Setup{Addrs: addrs, Rank: r, Size: n, Group: 77, Secret: testSecret, Peers: peers(r)}}
 		if tweak != nil {
 			tweak(&cfg)
 		}

@@ -29,6 +29,5 @@ func (p prepared) Addr() string { return p.ln.Addr() }
 func (p prepared) Close() error { return p.ln.Close() }
 
 func (p prepared) Connect(ctx context.Context, s msg.Setup) ([]msg.Link, error) {
-	return p.ln.ConnectLinks(ctx, Config{Addrs: s.Addrs, Common: msg.Common{Rank: s.Rank, Size: s.Size,
-		Group: s.Group, Secret: s.Secret, Peers: s.Peers, PeerTimeout: s.PeerTimeout, MaxBuffered: s.MaxBuffered}})
+	return p.ln.ConnectLinks(ctx, Config{Setup: s})
 }

@@ -65,7 +65,7 @@ func TestWrongSecretRefused(t *testing.T) {
 	ls, addrs := listeners(t, n)
 	var refused [n]atomic.Int64
 	cfgOf := func(r int) Config {
-		return Config{Addrs: addrs, ConnsPerPeer: 1, Common: msg.Common{Rank: r, Size: n, Group: 77, Secret: testSecret,
+		return Config{ConnsPerPeer: 1, Setup: msg.Setup{Addrs: addrs, Rank: r, Size: n, Group: 77, Secret: testSecret,
 			OnRefused: func(error) { refused[r].Add(1) }}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

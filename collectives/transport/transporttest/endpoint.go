@@ -9,7 +9,7 @@ import (
 // c's settings (as a group's Join does) and returns it with the links as
 // the carrier's own type L, by rank (nil where there is no link), for a
 // carrier's tests to reach into. On an error the Endpoint is nil.
-func Endpoint[L msg.Link](name string, c msg.Common, links []msg.Link) (*msg.Endpoint, []L, error) {
+func Endpoint[L msg.Link](name string, c msg.Setup, links []msg.Link) (*msg.Endpoint, []L, error) {
 	typed := make([]L, len(links))
 	for r, l := range links {
 		if l != nil {

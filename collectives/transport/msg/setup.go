@@ -9,7 +9,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
-// Defaults of the settings every carrier's configuration shares.
+// Defaults of Setup's limits.
 const (
 	// DefaultEagerMax is the largest message sent before its Recv is
 	// posted: 64 KiB and a small header (a 2-rank all-reduce's signature).
@@ -23,39 +23,41 @@ const (
 	DefaultHandshakeTimeout = 5 * time.Second
 )
 
-// Common is the part of a carrier's configuration that every carrier
-// shares; a carrier's Config embeds it and checks it with Normalize.
-// Every rank of a group is given the same Size, Group and Secret; the
-// limits may differ (each side announces its window to its peers). Zero
-// limits take the defaults.
-type Common struct {
+// Setup is one rank's part of a group as a carrier's Connect sees it,
+// and the limits of its links. Every rank of a group is given the same
+// Size, Group, Run, Secret and Addrs, and Peers that agree (rank a lists b
+// exactly when b lists a); the limits may differ (each side announces its
+// window to its peers). Zero limits take the defaults (see Normalize).
+type Setup struct {
 	// Rank is this rank, 0 <= Rank < Size.
 	Rank, Size int
-	// Group names the run: a connection from a rank of another group (a
-	// stale process with an older id) is refused.
+	// Group is the group's id: a connection from a rank of another group
+	// (a stale process with an older id) is refused. Run names the run,
+	// for names that must be unique to it (a host's socket names).
 	Group uint64
+	Run   string
 	// Secret is shared by the ranks of the group (at least MinSecret
 	// bytes); the handshake proves it, never sends it.
 	Secret []byte
-	// Peers are the ranks this rank links to, where another carrier links
-	// it to the others; nil: every other rank. Two ranks either list each
-	// other or neither does.
+	// Peers are the ranks to link to, where another carrier links this
+	// rank to the others; nil: every other rank.
 	Peers []int
+	// Addrs holds every rank's Prepared.Addr for this carrier, by rank.
+	Addrs []string
 	// EagerMax is the largest message sent before its Recv is posted,
 	// when the peer's window has room (capped by what the link carries in
-	// one piece); larger ones wait for the Recv. Default DefaultEagerMax.
+	// one piece). Default DefaultEagerMax.
 	EagerMax int
-	// MaxBuffered bounds, per peer, the bytes this rank holds for Recvs
-	// not posted yet (each message counting Overhead more): the window a
-	// sender spends, so an idle receiver never makes memory grow. Default
-	// DefaultMaxBuffered.
+	// MaxBuffered is the window this rank announces to every peer: the
+	// bytes it holds, per peer, for Recvs not posted yet (each message
+	// counting Overhead more); the Endpoint over the links checks the
+	// same. Default DefaultMaxBuffered.
 	MaxBuffered int
-	// PeerTimeout is how long a peer may stay silent before it is lost:
-	// its pending and future operations fail with transport.ErrPeerLost.
+	// PeerTimeout is how long a peer may stay silent before it is lost.
 	// Default DefaultPeerTimeout.
 	PeerTimeout time.Duration
 	// HeartbeatInterval is how often idle peers are pinged and their
-	// silence is checked; at most PeerTimeout/3. Default
+	// silence checked; at most PeerTimeout/3. Default
 	// min(PeerTimeout/4, DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
 	// HandshakeTimeout bounds each connection's handshake. Default
@@ -63,20 +65,15 @@ type Common struct {
 	HandshakeTimeout time.Duration
 	// OnRefused, if set, is called (from a connection's goroutine, while
 	// the links connect; it must not block) with why each refused
-	// connection was refused, as package mesh reports them. The carriers
-	// themselves never log.
+	// connection was refused, as package mesh reports them.
 	OnRefused func(error)
 }
 
-// Normalize checks c and fills in its defaults: Secret (at least
-// MinSecret bytes) and Peers become copies, Peers sorted (nil: every
-// other rank; each in range, not this rank, once); zero limits take the
-// defaults (MaxBuffered DefaultMaxBuffered, at most maxBuffered;
-// HeartbeatInterval min(PeerTimeout/4, DefaultHeartbeatInterval), at most
-// PeerTimeout/3). Its errors start with name and wrap
-// transport.ErrBadArgument.
-func (c Common) Normalize(name string, maxBuffered int) (Common, error) {
-	bad := func(format string, a ...any) (Common, error) {
+// Normalize checks c and fills in the defaults (MaxBuffered at most
+// maxBuffered); Secret, Peers and Addrs become copies, Peers sorted. Its
+// errors start with name and wrap transport.ErrBadArgument.
+func (c Setup) Normalize(name string, maxBuffered int) (Setup, error) {
+	bad := func(format string, a ...any) (Setup, error) {
 		return c, fmt.Errorf("%s: rank %d: config: %w: %s", name, c.Rank, transport.ErrBadArgument, fmt.Sprintf(format, a...))
 	}
 	if c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size {
@@ -89,8 +86,7 @@ func (c Common) Normalize(name string, maxBuffered int) (Common, error) {
 	if !ok {
 		return bad("peers %v (ranks of 0..%d, not this one, once each)", c.Peers, c.Size-1)
 	}
-	c.Peers = peers
-	c.Secret = slices.Clone(c.Secret)
+	c.Peers, c.Secret, c.Addrs = peers, slices.Clone(c.Secret), slices.Clone(c.Addrs)
 	c.EagerMax = cmp.Or(c.EagerMax, DefaultEagerMax)
 	c.MaxBuffered = cmp.Or(c.MaxBuffered, DefaultMaxBuffered)
 	c.PeerTimeout = cmp.Or(c.PeerTimeout, DefaultPeerTimeout)
@@ -112,7 +108,7 @@ func (c Common) Normalize(name string, maxBuffered int) (Common, error) {
 
 // sortedPeers is c.Peers sorted (every other rank where nil), and whether
 // they are ranks of the group other than this one, each once.
-func (c Common) sortedPeers() ([]int, bool) {
+func (c Setup) sortedPeers() ([]int, bool) {
 	if c.Peers == nil {
 		out := make([]int, 0, c.Size-1)
 		for r := range c.Size {
