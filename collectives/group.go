@@ -36,7 +36,7 @@ type Group struct {
 	recvSeq []uint64 // per source
 	closed  bool
 	closing atomic.Bool // Close has begun: failures from now on match ErrClosed
-	onClose func()      // set by Join: stops the rank's control-plane node
+	onClose func()      // NewJoined's leave: stops the rank's control-plane node
 
 	errMu  sync.Mutex
 	errs   []error // failures since the last Wait

@@ -2,332 +2,38 @@ package collectives
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"sync"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/actors"
-	"github.com/choreo-gpu/choreo/actors/remoting"
-	"github.com/choreo-gpu/choreo/collectives/cluster"
-	"github.com/choreo-gpu/choreo/collectives/transport/msg"
-	// The carriers a group links its pairs by: shared memory inside a
-	// host, TCP between hosts. Each registers itself with msg.
-	_ "github.com/choreo-gpu/choreo/collectives/transport/shm"
-	_ "github.com/choreo-gpu/choreo/collectives/transport/tcp"
+	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
-// lossGrace is how long a peer the control plane reports gone has to let
-// its data connection deliver what it sent before the data plane is told:
-// a dead process's connections end by themselves within it on one host,
-// and a silent host's within the data plane's peer timeout.
-const lossGrace = 100 * time.Millisecond
-
-// mismatchWait bounds how long rank 0, having found the ranks' transports
-// differ, waits for the other ranks to leave (each finds the same in the
-// roster) before it closes its control plane: the roster it sent must
-// reach them first.
-const mismatchWait = 3 * time.Second
-
-// Join makes this process's rank of a group whose ranks live in separate
-// processes (on one host or several): it starts rt's control plane
-// (protoactor remoting, authenticated with cfg.Secret) unless rt already
-// has one, meets the other ranks at the rendezvous rank 0 hosts (see
-// JoinConfig), links the data plane to every peer (shared memory to the
-// ranks of its host, TCP to the others: JoinConfig.Transport), and returns
-// the Group. Every rank calls Join with the same Size, Secret and
-// Run.
-//
-// The whole is bounded by ctx and cfg.Timeout; a rendezvous that does not
-// complete fails with ErrTimeout naming the ranks missing, and a rank that
-// disagrees with rank 0 (world size, run, protocol version, a rank taken
-// twice) with ErrMismatch. Some failures come at once instead: a rank
-// whose secret differs from rank 0's fails within a second, its error
-// wrapping remoting.ErrAuth ("authentication failed"); ranks that
-// name different transports all fail with ErrMismatch naming each rank's,
-// and a transport named that cannot link some pair (shm across hosts)
-// with ErrBadArgument naming the pair, as soon as the roster arrives; a rank that dies after its hello and before the roster
-// is dropped from the rendezvous when its control connection ends (a new
-// process may take its rank), and one lost after the roster and before the
-// data plane is connected fails the others with ErrPeerLost naming it.
-//
-// The peer timeout (WithPeerTimeout, else cfg.PeerTimeout, else
-// DefaultPeerTimeout) is how long a peer may stay silent (a paused,
-// swapped or starved process, a host gone without closing) before it is
-// lost, on the control plane and the data plane alike; a peer whose
-// connection closes or whose process exits is lost at once, whatever it
-// is. (When rt's remoting was started before Join, its own
-// remoting.Config.PeerTimeout governs the control plane.) Afterwards a peer
-// that dies, closes its group or stays silent past the peer timeout fails
-// every pending and later operation involving it with ErrPeerLost, on
-// every survivor: a dead process within milliseconds on one host (the data
-// plane sees its connections end, the control plane its endpoint). After
-// any failure, Join and the group's operations return within the peer
-// timeout and a few seconds. Close leaves the group; rt stays usable, also
-// for a later Join.
-func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...Option) (*Group, error) {
-	if err := cfg.check(rt); err != nil {
+// NewJoined makes this rank's Group over t, a transport whose ranks live
+// in separate processes, with group id id: what collectives/cluster's
+// Join calls once its data plane is connected (a program uses Join, not
+// this). It is New for such a group: the device path meets its peers
+// through IPC, and before it returns every rank tells the others, over t
+// and within ctx, which device it runs on (WithDevice), so that
+// DataPathAuto knows whether they all share one. Every rank of the group
+// calls it with the same id. leave, if not nil, runs once when the group
+// closes, after t has closed (Join stops the rank's control-plane node
+// there). On failure t is closed and leave has run.
+func NewJoined(ctx context.Context, rt *actors.Runtime, t transport.Transport, id uint64, leave func(), opts ...Option) (*Group, error) {
+	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.processes = true })
+	g, err := New(rt, t, id, opts...)
+	if err != nil {
+		if t != nil {
+			_ = t.Close()
+		}
+		if leave != nil {
+			leave()
+		}
 		return nil, err
 	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultJoinTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	where := fmt.Sprintf("collectives: join rank %d of %d", cfg.Rank, cfg.Size)
-	peerTimeout := cfg.peerTimeout(opts)
-	control, err := cfg.startControl(ctx, rt, peerTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	host, _, _ := net.SplitHostPort(control)
-	carriers, err := prepareCarriers(host, cfg.asked())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	node, err := cluster.Start(rt, cluster.Spec{Rank: cfg.Rank, Size: cfg.Size, Run: cfg.Run,
-		Coordinator: cfg.coordinator(), Data: carriers.addr(), Transport: cfg.asked(), Host: cfg.HostID})
-	if err != nil {
-		carriers.close()
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	roster, err := node.Rendezvous(ctx)
-	if err != nil {
-		carriers.close()
-		node.Close("rendezvous failed")
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	// Watch from the roster on: a peer lost before the data plane is
-	// connected cancels the connect, naming it.
-	cctx, cancelConnect := context.WithCancelCause(ctx)
-	defer cancelConnect(nil)
-	peers := &peerWatch{cancel: cancelConnect, lost: make(chan struct{}, cfg.Size)}
-	node.Watch(roster, peers.report)
-	plan, err := planLinks(roster, cfg.Rank)
-	if err != nil {
-		carriers.close()
-		if cfg.Rank == 0 { // the others fail on the same roster: let it reach them
-			peers.awaitLost(cfg.Size-1, mismatchWait)
-		}
-		node.Close("transport mismatch")
-		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
-	}
-	t, err := cfg.connectDataPlane(cctx, carriers, roster, plan, peerTimeout)
-	node.StopProbes()
-	if err == nil {
-		err = peers.attach(t)
-	} else if lost := peers.firstLoss(); lost != nil {
-		err = lost
-	}
-	if err != nil {
-		node.Close("data plane failed")
-		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
-	}
-	hosts := make([]string, len(roster.Members))
-	for i, m := range roster.Members {
-		hosts[i] = m.Host
-	}
-	// The roster's hosts first, so that a caller's own WithHosts wins.
-	opts = append(append([]Option{WithHosts(hosts)}, opts...), func(c *config) { c.processes = true })
-	g, err := New(rt, t, roster.Group, opts...)
-	if err != nil {
-		_ = t.Close()
-		node.Close("group failed")
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	g.onClose = func() { node.Close("closed") }
+	g.onClose = leave
 	if err := g.agreeOnDevice(ctx); err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, fmt.Errorf("collectives: new joined group %d rank %d: %w", id, g.Rank(), err)
 	}
-	rt.Logger().Info("joined", zap.Int("rank", cfg.Rank), zap.Int("size", cfg.Size), zap.String("source", cfg.Source),
-		zap.String("transport", plan.kinds), zap.Stringer("links", plan), zap.Duration("peer_timeout", peerTimeout),
-		zap.String("run", cfg.Run), zap.Uint64("group", roster.Group), zap.Strings("data", roster.DataAddrs()))
 	return g, nil
-}
-
-// peerWatch routes the losses a Node reports for one Join: before the data
-// plane exists it keeps them and cancels the data plane's connect (the
-// first names the rank); once attached, it tells the data plane, after
-// lossGrace (the data connection may still deliver what the peer sent
-// before it went; its end shows there too, at once when its process died).
-type peerWatch struct {
-	cancel context.CancelCauseFunc
-	lost   chan struct{} // one token per loss (buffered for every peer)
-
-	mu    sync.Mutex
-	first error
-	t     dataPlane
-}
-
-// report is the Node's onLost: it runs on the Node's goroutine and does
-// not block.
-func (w *peerWatch) report(rank int, cause error) {
-	select {
-	case w.lost <- struct{}{}:
-	default:
-	}
-	w.mu.Lock()
-	t := w.t
-	if t == nil && w.first == nil {
-		w.first = fmt.Errorf("rank %d lost before the data plane was connected: %v: %w", rank, cause, ErrPeerLost)
-		w.cancel(w.first)
-	}
-	w.mu.Unlock()
-	if t != nil {
-		time.AfterFunc(lossGrace, func() { t.LosePeer(rank, cause) })
-	}
-}
-
-// attach hands later losses to t, or fails (closing t) when a peer was
-// lost before it was connected.
-func (w *peerWatch) attach(t dataPlane) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.first != nil {
-		_ = t.Close()
-		return w.first
-	}
-	w.t = t
-	return nil
-}
-
-// firstLoss is the loss that cancelled the connect, nil if none.
-func (w *peerWatch) firstLoss() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.first
-}
-
-// awaitLost waits until n peers are lost, at most for d.
-func (w *peerWatch) awaitLost(n int, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for range n {
-		select {
-		case <-w.lost:
-		case <-t.C:
-			return
-		}
-	}
-}
-
-// asked is the transport this rank asks for: "auto" when none is set.
-func (c JoinConfig) asked() string {
-	if c.Transport == "" {
-		return "auto"
-	}
-	return c.Transport
-}
-
-// peerTimeout is the group's peer timeout: WithPeerTimeout's among opts,
-// else c.PeerTimeout, else DefaultPeerTimeout.
-func (c JoinConfig) peerTimeout(opts []Option) time.Duration {
-	var oc config
-	for _, o := range opts {
-		o(&oc)
-	}
-	switch {
-	case oc.peerTimeout > 0:
-		return oc.peerTimeout
-	case c.PeerTimeout > 0:
-		return c.PeerTimeout
-	}
-	return DefaultPeerTimeout
-}
-
-// check validates c for Join.
-func (c JoinConfig) check(rt *actors.Runtime) error {
-	if c.Err != nil {
-		return c.Err
-	}
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("collectives: join: %w: %s", ErrBadArgument, fmt.Sprintf(format, a...))
-	}
-	switch {
-	case rt == nil:
-		return bad("nil runtime")
-	case c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size:
-		return bad("rank %d of world size %d", c.Rank, c.Size)
-	case c.PeerTimeout < 0:
-		return bad("peer timeout %v", c.PeerTimeout)
-	case c.Transport != "" && c.Transport != msg.Auto && !registered(c.Transport):
-		return bad("transport %q (want auto or one of %v)", c.Transport, msg.Names())
-	case len(c.Secret) < msg.MinSecret:
-		return bad("secret of %d bytes, want at least %d", len(c.Secret), msg.MinSecret)
-	case len(c.Hosts) == 0 && c.Coordinator == "":
-		return bad("neither Hosts nor Coordinator is set")
-	case len(c.Hosts) != 0 && len(c.Hosts) != c.Size:
-		return bad("%d hosts for world size %d", len(c.Hosts), c.Size)
-	}
-	return nil
-}
-
-// coordinator is rank 0's control address.
-func (c JoinConfig) coordinator() string {
-	if len(c.Hosts) > 0 {
-		return c.Hosts[0]
-	}
-	return c.Coordinator
-}
-
-// startControl starts rt's remoting at this rank's control address with
-// the peer timeout pt (or checks the one running) and returns the address
-// peers reach it at.
-func (c JoinConfig) startControl(ctx context.Context, rt *actors.Runtime, pt time.Duration) (string, error) {
-	addr, err := c.controlAddr(ctx)
-	if err != nil {
-		return "", err
-	}
-	if r := remoting.Of(rt); r != nil {
-		if _, port, _ := net.SplitHostPort(addr); port != "0" && r.Address() != addr {
-			return "", fmt.Errorf("%w: the runtime's remoting listens at %s, the configuration gives this rank %s",
-				ErrBadArgument, r.Address(), addr)
-		}
-		return r.Address(), nil
-	}
-	r, err := remoting.Start(rt, c.remoteConfig(addr, pt))
-	if err != nil {
-		return "", fmt.Errorf("control plane: %w", err)
-	}
-	return r.Address(), nil
-}
-
-// remoteConfig is the control plane's configuration at addr with the
-// peer timeout pt.
-func (c JoinConfig) remoteConfig(addr string, pt time.Duration) remoting.Config {
-	return remoting.Config{Addr: addr, Secret: c.Secret, PeerTimeout: pt}
-}
-
-// controlAddr is where this rank's control plane listens: its hostfile
-// entry, the coordinator's address on rank 0, or a free port on the
-// address that reaches the coordinator.
-func (c JoinConfig) controlAddr(ctx context.Context) (string, error) {
-	switch {
-	case len(c.Hosts) > 0:
-		return c.Hosts[c.Rank], nil
-	case c.Rank == 0:
-		return c.Coordinator, nil
-	}
-	var d net.Dialer
-	u, err := d.DialContext(ctx, "udp", c.Coordinator) // sends nothing: picks the route
-	if err != nil {
-		return "", fmt.Errorf("route to the coordinator %s: %w", c.Coordinator, err)
-	}
-	defer func() { _ = u.Close() }()
-	ip, _, err := net.SplitHostPort(u.LocalAddr().String())
-	if err != nil {
-		return "", errors.Join(fmt.Errorf("local address toward %s", c.Coordinator), err)
-	}
-	return net.JoinHostPort(ip, "0"), nil
-}
-
-// registered reports whether a carrier called name is registered.
-func registered(name string) bool {
-	_, ok := msg.Lookup(name)
-	return ok
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/internal/testenv"
 	"github.com/choreo-gpu/choreo/metrics"
@@ -217,7 +218,7 @@ func TestMetricsRank(t *testing.T) {
 		_ = srv.Close(ctx)
 	}()
 	rt := testenv.Runtime(t)
-	g, err := collectives.Join(testenv.Ctx(t, 60*time.Second), rt, collectives.FromEnv(),
+	g, err := cluster.Join(testenv.Ctx(t, 60*time.Second), rt, cluster.FromEnv(),
 		collectives.WithMetrics(srv.Metrics), collectives.WithTimeout(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -255,8 +256,8 @@ func TestMetricsRank(t *testing.T) {
 func TestMetricsAcrossRuns(t *testing.T) {
 	var series [2][2][]string // per run and rank: the choreo series, without values
 	for run := range 2 {
-		common := []string{envMetricsRank + "=1", collectives.EnvWorldSize + "=2",
-			collectives.EnvHostfile + "=" + hostfile(t, 2), secretEnv(), collectives.EnvRun + "=metrics" + strconv.Itoa(run)}
+		common := []string{envMetricsRank + "=1", cluster.EnvWorldSize + "=2",
+			cluster.EnvHostfile + "=" + hostfile(t, 2), secretEnv(), cluster.EnvRun + "=metrics" + strconv.Itoa(run)}
 		service := filepath.Base(os.Args[0])
 		if run == 1 {
 			service = "trainer"

@@ -38,13 +38,11 @@ type config struct {
 	rec      *trace.Recorder
 	metrics  *metrics.Metrics
 	datapath DataPath
-	// processes: the group's ranks live in separate processes (Join made
-	// it), so the device path meets its peers over IPC (deviceipc.go).
+	// processes: the group's ranks live in separate processes (NewJoined
+	// made it), so the device path meets its peers over IPC (deviceipc.go).
 	processes bool
 	dev       gpu.Device // this rank's device (WithDevice), for DataPathAuto
-	// peerTimeout: WithPeerTimeout's, for Join; 0 when not set.
-	peerTimeout time.Duration
-	hosts       []string // WithHosts's: each rank's host identity
+	hosts     []string   // WithHosts's: each rank's host identity
 	// name: the group's name (WithName's, else derived: metrics.go).
 	name string
 }
@@ -78,21 +76,6 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.timeout = d
-		}
-	}
-}
-
-// WithPeerTimeout sets how long a peer of a group Join makes may stay
-// silent (a paused, swapped or starved process; a host gone without
-// closing) before it is lost, on the control plane and the data plane
-// alike; it overrides JoinConfig.PeerTimeout (default DefaultPeerTimeout).
-// A peer whose connection closes or whose process exits is lost at once,
-// whatever the timeout. d <= 0 leaves the default; in-process groups
-// (New, Local) have no use for it.
-func WithPeerTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.peerTimeout = d
 		}
 	}
 }

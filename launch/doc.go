@@ -1,5 +1,5 @@
 // Package launch starts the ranks of a program that joins a group
-// (collectives.Join with collectives.FromEnv) and watches them to the
+// (cluster.Join with cluster.FromEnv) and watches them to the
 // end: on one host, on several hosts with one launcher each (as torchrun
 // does), or on several hosts from one launcher over SSH (as mpirun and
 // mlx.launch do). cmd/choreorun is its command line; `demo launch` uses

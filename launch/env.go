@@ -13,7 +13,7 @@ import (
 	"github.com/choreo-gpu/choreo/internal/localrank"
 )
 
-// The variables a launcher sets for each rank, which collectives.FromEnv
+// The variables a launcher sets for each rank, which cluster.FromEnv
 // reads.
 const (
 	EnvRank        = "CHOREO_RANK"        // the rank, 0 to world size - 1

@@ -17,8 +17,8 @@ import (
 )
 
 // EnvAddr is the variable that turns the Prometheus endpoint on for
-// programs that read it (collectives.Join's and demo's ranks): the address
-// to listen on; a bare ":port" listens on loopback.
+// programs that read it (every group's ranks, in-process or joined, and
+// demo's): the address to listen on; a bare ":port" listens on loopback.
 const EnvAddr = "CHOREO_METRICS_ADDR"
 
 // Server serves a Metrics to Prometheus at /metrics. It owns its

@@ -1,5 +1,5 @@
 // Command choreorun starts the ranks of a program that joins a choreo
-// group (collectives.Join with collectives.FromEnv), in the conventions of
+// group (cluster.Join with cluster.FromEnv), in the conventions of
 // torchrun, mpirun and mlx.launch, and watches them to the end.
 //
 //	choreorun -n 4 ./prog args...              # 4 ranks on this host

@@ -36,6 +36,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/cluster"
 	_ "github.com/choreo-gpu/choreo/gpu/cuda"  // "cuda" where an NVIDIA driver is found
 	_ "github.com/choreo-gpu/choreo/gpu/metal" // "metal" on macOS
 	_ "github.com/choreo-gpu/choreo/gpu/sim"   // the embedded default (world.go names it too)
@@ -90,9 +91,9 @@ func main() {
 
 // leads reports whether the process that ran command prints a failed
 // collective's whole report: it holds every rank, or it is rank 0 of a
-// launch (collectives.FromEnv).
+// launch (cluster.FromEnv).
 func leads(command string) bool {
-	return !strings.HasPrefix(command, "node ") || collectives.FromEnv().Rank == 0
+	return !strings.HasPrefix(command, "node ") || cluster.FromEnv().Rank == 0
 }
 
 // exitCode is the status the demo exits with after err: the launcher's

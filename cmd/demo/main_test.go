@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/cluster"
 )
 
 // The test binary plays other programs, chosen by these variables: a fake
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 // fakeRank checks the launcher's variables, prints its pid and then does
 // what mode says; it returns its exit status.
 func fakeRank(mode string) int {
-	rank, _ := strconv.Atoi(os.Getenv(collectives.EnvRank))
+	rank, _ := strconv.Atoi(os.Getenv(cluster.EnvRank))
 	if err := checkLaunchEnv(); err != nil {
 		fmt.Fprintln(os.Stderr, "fake rank:", err)
 		return 9
@@ -91,26 +92,26 @@ func fakeRank(mode string) int {
 
 // checkLaunchEnv checks what launch gives every rank.
 func checkLaunchEnv() error {
-	n, err := strconv.Atoi(os.Getenv(collectives.EnvWorldSize))
+	n, err := strconv.Atoi(os.Getenv(cluster.EnvWorldSize))
 	if err != nil {
 		return err
 	}
-	if lr, rank := os.Getenv(collectives.EnvLocalRank), os.Getenv(collectives.EnvRank); lr != rank {
+	if lr, rank := os.Getenv(collectives.EnvLocalRank), os.Getenv(cluster.EnvRank); lr != rank {
 		return fmt.Errorf("%s=%q, want the rank, %q", collectives.EnvLocalRank, lr, rank)
 	}
-	if lr, ok := collectives.LocalRank(); !ok || strconv.Itoa(lr) != os.Getenv(collectives.EnvRank) {
+	if lr, ok := collectives.LocalRank(); !ok || strconv.Itoa(lr) != os.Getenv(cluster.EnvRank) {
 		return fmt.Errorf("collectives.LocalRank() = %d, %v; want the rank", lr, ok)
 	}
-	switch coord := os.Getenv(collectives.EnvCoordinator); {
+	switch coord := os.Getenv(cluster.EnvCoordinator); {
 	case n < 1:
 		return fmt.Errorf("world size %d", n)
 	case !strings.HasPrefix(coord, "127.0.0.1:"):
 		return fmt.Errorf("coordinator %q, want 127.0.0.1:port", coord)
-	case os.Getenv(collectives.EnvHostfile) != "":
+	case os.Getenv(cluster.EnvHostfile) != "":
 		return fmt.Errorf("a hostfile is set")
-	case len(os.Getenv(collectives.EnvSecret)) < 16:
+	case len(os.Getenv(cluster.EnvSecret)) < 16:
 		return fmt.Errorf("secret too short")
-	case os.Getenv(collectives.EnvRun) == "":
+	case os.Getenv(cluster.EnvRun) == "":
 		return fmt.Errorf("no run id")
 	}
 	return nil

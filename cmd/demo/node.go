@@ -10,13 +10,14 @@ import (
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/gpu"
 )
 
 // nodeCmd is one rank of a cluster in this process: it joins the group
 // from the environment that demo launch sets (CHOREO_RANK,
 // CHOREO_WORLD_SIZE, CHOREO_HOSTFILE, CHOREO_SECRET, CHOREO_RUN), or
-// torchrun, Open MPI or Slurm with CHOREO_SECRET (collectives.FromEnv),
+// torchrun, Open MPI or Slurm with CHOREO_SECRET (cluster.FromEnv),
 // then runs the subcommand with its one rank.
 type nodeCmd struct {
 	Run   nodeRunCmd   `cmd:"" default:"withargs" help:"The training-like loop, this process's rank."`
@@ -78,12 +79,12 @@ func (c *nodeBenchCmd) Run(g *globals) error {
 	return err
 }
 
-// joinWorld holds the one rank this process joins (collectives.Join with
-// collectives.FromEnv), on its own runtime and device.
+// joinWorld holds the one rank this process joins (cluster.Join with
+// cluster.FromEnv), on its own runtime and device.
 // f's --metrics and --trace take effect where the rank's launcher has not
 // set them up (observeRank).
 func joinWorld(log *zap.Logger, backend string, timeout time.Duration, f obsFlags) (*world, error) {
-	cfg := collectives.FromEnv()
+	cfg := cluster.FromEnv()
 	forced, err := algorithmOption()
 	if err != nil {
 		return nil, err
@@ -100,7 +101,7 @@ func joinWorld(log *zap.Logger, backend string, timeout time.Duration, f obsFlag
 	if d, ok := w.dev.(interface{ Ordinal() int }); ok { // the GPU this rank's backend chose (CUDA)
 		fmt.Printf("rank %d: GPU %d, %s (%s)\n", cfg.Rank, d.Ordinal(), w.dev.Properties().Name, w.dev.Properties().Backend)
 	}
-	g, err := collectives.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout),
+	g, err := cluster.Join(context.Background(), w.rt, cfg, append([]collectives.Option{collectives.WithTimeout(timeout),
 		collectives.WithDevice(w.dev)}, append(w.obs.options(), forced...)...)...)
 	if err == nil {
 		w.joined, w.path = true, g.DataPath()

@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,11 +28,10 @@ var layer = map[string]int{
 	"collectives/reduce": 8, "collectives/transport": 8,
 	"collectives/transport/msg": 9, "collectives/transport/mesh": 9,
 	"collectives/algo": 10, "collectives/transport/transporttest": 10, "collectives/transport/tcp": 10, "collectives/transport/shm": 10,
-	"collectives/cluster": 10,
 	"collectives":         11,
-	"choreotest":          12,
-	"internal/testenv":    13,
-	"bench/internal/rig":  13,
+	"collectives/cluster": 12, "choreotest": 12,
+	"internal/testenv":   13,
+	"bench/internal/rig": 13,
 }
 
 // place is a package's layer: the table's, else the top for every cmd/
@@ -107,5 +107,65 @@ func TestImportsPointDown(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("root %s is not the module: %v", root, err)
+	}
+}
+
+// inProcess is what a program whose ranks all live in one process imports
+// (actors.NewRuntime, collectives.Local, streams, fences, arrays, the
+// backends): none of it may reach gRPC, which only the control plane
+// between processes needs (actors/remoting, through collectives/cluster).
+var inProcess = []string{"actors", "streams", "fence", "array", "collectives", "gpu/backends"}
+
+// heavy is the module path prefix the in-process packages must not reach.
+const heavy = "google.golang.org/grpc"
+
+// TestInProcessLinksNoGRPC asks the go command for every dependency of the
+// in-process packages (and of the remoting and cluster packages, which
+// must reach gRPC: the check itself works) and fails where an in-process
+// package reaches a gRPC package, naming it.
+func TestInProcessLinksNoGRPC(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to list dependencies with: %v", err)
+	}
+	pkgs := append([]string{"actors/remoting", "collectives/cluster"}, inProcess...)
+	args := []string{"list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}"}
+	for _, p := range pkgs {
+		args = append(args, module+p)
+	}
+	cmd := exec.Command(goTool, args...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	reaches := map[string]string{} // package to the first gRPC package it reaches
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkg := strings.TrimPrefix(fields[0], module)
+		reaches[pkg] = ""
+		for _, d := range fields[1:] {
+			if d == heavy || strings.HasPrefix(d, heavy+"/") {
+				reaches[pkg] = d
+				break
+			}
+		}
+	}
+	for _, p := range []string{"actors/remoting", "collectives/cluster"} {
+		if d, ok := reaches[p]; !ok || d == "" {
+			t.Errorf("%s reaches no %s package (listed: %v): the check cannot see gRPC", p, heavy, ok)
+		}
+	}
+	for _, p := range inProcess {
+		d, ok := reaches[p]
+		switch {
+		case !ok:
+			t.Errorf("go list did not list %s", p)
+		case d != "":
+			t.Errorf("%s reaches %s: in-process programs must link no gRPC (remoting belongs in actors/remoting, Join in collectives/cluster)", p, d)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 // Command allreduce is the README's program across processes: each
 // process holds one rank, joins its group from the variables its launcher
-// set (collectives.FromEnv: choreorun's, torchrun's, Open MPI's or
+// set (cluster.FromEnv: choreorun's, torchrun's, Open MPI's or
 // Slurm's), all-reduces a vector of rank+1 on its own GPU stream and
 // checks every element. The integration tests launch it.
 //
@@ -20,6 +20,7 @@ import (
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/gpu"
 	_ "github.com/choreo-gpu/choreo/gpu/backends" // registers cuda, metal and the sim
 	"github.com/choreo-gpu/choreo/streams"
@@ -33,7 +34,7 @@ func main() {
 }
 
 func run() error {
-	cfg := collectives.FromEnv()
+	cfg := cluster.FromEnv()
 	if dir := os.Getenv("ALLREDUCE_PID_DIR"); dir != "" {
 		if err := os.WriteFile(fmt.Sprintf("%s/%d", dir, cfg.Rank), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 			return err
@@ -54,7 +55,7 @@ func run() error {
 	defer func() { _ = dev.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	g, err := collectives.Join(ctx, rt, cfg) // this process's rank
+	g, err := cluster.Join(ctx, rt, cfg) // this process's rank
 	if err != nil {
 		return err
 	}

@@ -1,25 +1,24 @@
-package collectives
+package cluster
 
 import (
 	"errors"
+	"github.com/choreo-gpu/choreo/internal/errs"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/choreo-gpu/choreo/collectives/cluster"
 )
 
 // roster builds a roster from "host:asked:carriers" per rank, carriers
 // separated by '+' (each with a made-up address).
-func roster(ranks ...string) cluster.Roster {
-	r := cluster.Roster{Group: 1}
+func roster(ranks ...string) Roster {
+	r := Roster{Group: 1}
 	for i, s := range ranks {
 		f := strings.Split(s, ":")
 		var data []string
 		for _, c := range strings.Split(f[2], "+") {
 			data = append(data, c+"=addr"+c)
 		}
-		r.Members = append(r.Members, cluster.Member{Rank: i, Host: f[0], Transport: f[1], Data: strings.Join(data, " ")})
+		r.Members = append(r.Members, Member{Rank: i, Host: f[0], Transport: f[1], Data: strings.Join(data, " ")})
 	}
 	return r
 }
@@ -65,16 +64,16 @@ func TestPlanLinks(t *testing.T) {
 	}
 	// Forced shm across hosts fails, naming the pair.
 	_, err = planLinks(roster("a:shm:shm+tcp", "a:shm:shm+tcp", "b:shm:shm+tcp"), 0)
-	if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "ranks 0 and 2") {
+	if !errors.Is(err, errs.ErrBadArgument) || !strings.Contains(err.Error(), "ranks 0 and 2") {
 		t.Errorf("shm across hosts: %v", err)
 	}
 	// Ranks that force different carriers: ErrMismatch naming each.
 	_, err = planLinks(roster("a:tcp:shm+tcp", "a:shm:shm+tcp", "a::shm+tcp"), 2)
-	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 0 tcp, rank 1 shm, rank 2 auto") {
+	if !errors.Is(err, errs.ErrMismatch) || !strings.Contains(err.Error(), "rank 0 tcp, rank 1 shm, rank 2 auto") {
 		t.Errorf("mismatch: %v", err)
 	}
 	// An unknown carrier.
-	if _, err := planLinks(roster("a:udp:tcp", "a::tcp"), 0); !errors.Is(err, ErrBadArgument) {
+	if _, err := planLinks(roster("a:udp:tcp", "a::tcp"), 0); !errors.Is(err, errs.ErrBadArgument) {
 		t.Errorf("udp: %v", err)
 	}
 	// Hosts unknown (empty) never share memory.

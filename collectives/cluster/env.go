@@ -1,4 +1,4 @@
-package collectives
+package cluster
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/actors/remoting"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+	"github.com/choreo-gpu/choreo/internal/errs"
 	"github.com/choreo-gpu/choreo/launch"
 )
 
@@ -58,8 +59,7 @@ type JoinConfig struct {
 	HostID string
 	// PeerTimeout is how long a peer may stay silent before it is lost,
 	// on the control and data planes alike (CHOREO_PEER_TIMEOUT, a Go
-	// duration such as 10s); WithPeerTimeout overrides it. Default
-	// DefaultPeerTimeout.
+	// duration such as 10s). Default DefaultPeerTimeout.
 	PeerTimeout time.Duration
 	// Source names where the configuration came from: "choreo",
 	// "torchrun", "openmpi", "slurm" or "" when built by hand.
@@ -71,8 +71,8 @@ type JoinConfig struct {
 // DefaultJoinTimeout is JoinConfig.Timeout's default.
 const DefaultJoinTimeout = 60 * time.Second
 
-// DefaultPeerTimeout is the peer timeout when neither WithPeerTimeout nor
-// JoinConfig.PeerTimeout sets one.
+// DefaultPeerTimeout is the peer timeout when JoinConfig.PeerTimeout sets
+// none.
 const DefaultPeerTimeout = remoting.DefaultPeerTimeout
 
 // Environment variables read by FromEnv. The launch package sets the
@@ -133,7 +133,7 @@ func fromEnv(get func(string) string) JoinConfig {
 		err = commonEnv(get, &c)
 	}
 	if err != nil {
-		c.Err = fmt.Errorf("collectives: join config from environment: %w: %w", ErrBadArgument, err)
+		c.Err = fmt.Errorf("cluster: join config from environment: %w: %w", errs.ErrBadArgument, err)
 	}
 	return c
 }

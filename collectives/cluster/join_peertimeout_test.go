@@ -1,12 +1,11 @@
-package collectives
+package cluster
 
 import (
 	"errors"
+	"github.com/choreo-gpu/choreo/internal/errs"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/choreo-gpu/choreo/collectives/cluster"
 )
 
 // choreoVars is a complete demo-launch environment plus extra.
@@ -30,37 +29,33 @@ func TestPeerTimeoutFromEnv(t *testing.T) {
 	}
 	for _, bad := range []string{"ten", "10", "0s", "-1s"} {
 		c := fromEnv(choreoVars(map[string]string{EnvPeerTimeout: bad}))
-		if !errors.Is(c.Err, ErrBadArgument) || !strings.Contains(c.Err.Error(), EnvPeerTimeout) || !strings.Contains(c.Err.Error(), bad) {
+		if !errors.Is(c.Err, errs.ErrBadArgument) || !strings.Contains(c.Err.Error(), EnvPeerTimeout) || !strings.Contains(c.Err.Error(), bad) {
 			t.Errorf("%q: %v, want ErrBadArgument naming %s and the value", bad, c.Err, EnvPeerTimeout)
 		}
 	}
 }
 
-// TestPeerTimeoutReachesBothPlanes: WithPeerTimeout wins over
-// JoinConfig.PeerTimeout, which wins over the default; the value Join
-// takes is the one in the control plane's and both data planes'
-// configurations.
+// TestPeerTimeoutReachesBothPlanes: JoinConfig.PeerTimeout wins over the
+// default; the value Join takes is the one in the control plane's and
+// both data planes' configurations.
 func TestPeerTimeoutReachesBothPlanes(t *testing.T) {
 	if DefaultPeerTimeout < 10*time.Second {
 		t.Fatalf("default peer timeout %v, want at least 10 s", DefaultPeerTimeout)
 	}
 	cfg := JoinConfig{Rank: 1, Size: 2, Secret: []byte("0123456789abcdef"), Run: "r"}
-	roster := cluster.Roster{Group: 7, Members: []cluster.Member{{Rank: 0, Data: "a:1"}, {Rank: 1, Data: "a:2"}}}
+	roster := Roster{Group: 7, Members: []Member{{Rank: 0, Data: "a:1"}, {Rank: 1, Data: "a:2"}}}
 	withEnv := cfg
 	withEnv.PeerTimeout = 3 * time.Second
 	for _, c := range []struct {
 		cfg  JoinConfig
-		opts []Option
 		want time.Duration
 	}{
-		{cfg, nil, DefaultPeerTimeout},
-		{withEnv, nil, 3 * time.Second},
-		{withEnv, []Option{WithTimeout(time.Minute), WithPeerTimeout(7 * time.Second)}, 7 * time.Second},
-		{cfg, []Option{WithPeerTimeout(0)}, DefaultPeerTimeout},
+		{cfg, DefaultPeerTimeout},
+		{withEnv, 3 * time.Second},
 	} {
-		pt := c.cfg.peerTimeout(c.opts)
+		pt := c.cfg.peerTimeout()
 		if pt != c.want {
-			t.Errorf("config %v, %d options: peer timeout %v, want %v", c.cfg.PeerTimeout, len(c.opts), pt, c.want)
+			t.Errorf("config %v: peer timeout %v, want %v", c.cfg.PeerTimeout, pt, c.want)
 		}
 		rc, sc := c.cfg.remoteConfig("127.0.0.1:0", pt), c.cfg.setup(roster, pt)
 		ec := c.cfg.endpointConfig(roster, linkPlan{kinds: "tcp"}, pt)
@@ -73,7 +68,7 @@ func TestPeerTimeoutReachesBothPlanes(t *testing.T) {
 	}
 	bad := cfg
 	bad.Coordinator, bad.PeerTimeout = "a:1", -time.Second
-	if err := bad.check(nil); !errors.Is(err, ErrBadArgument) {
+	if err := bad.check(nil); !errors.Is(err, errs.ErrBadArgument) {
 		t.Errorf("negative peer timeout: %v", err)
 	}
 }

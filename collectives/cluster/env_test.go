@@ -1,7 +1,8 @@
-package collectives
+package cluster
 
 import (
 	"errors"
+	"github.com/choreo-gpu/choreo/internal/errs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -102,7 +103,7 @@ func TestFromEnvErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		got := fromEnv(c.env.get)
-		if got.Err == nil || !errors.Is(got.Err, ErrBadArgument) || !strings.Contains(got.Err.Error(), c.want) {
+		if got.Err == nil || !errors.Is(got.Err, errs.ErrBadArgument) || !strings.Contains(got.Err.Error(), c.want) {
 			t.Errorf("%v: got %v, want ErrBadArgument mentioning %q", c.env, got.Err, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package collectives_test
+package cluster_test
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/internal/testenv"
 	"github.com/choreo-gpu/choreo/streams"
@@ -41,8 +42,8 @@ func TestJoinRank(t *testing.T) {
 		t.Skip("run by the Join tests as a rank's process")
 	}
 	rt := testenv.Runtime(t)
-	cfg := collectives.FromEnv()
-	g, err := collectives.Join(context.Background(), rt, cfg, collectives.WithTimeout(10*time.Second))
+	cfg := cluster.FromEnv()
+	g, err := cluster.Join(context.Background(), rt, cfg, collectives.WithTimeout(10*time.Second))
 	if err != nil {
 		report("join", err)
 		return
@@ -177,14 +178,14 @@ func hostfile(t *testing.T, n int) string {
 func secretEnv() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	return collectives.EnvSecret + "=" + hex.EncodeToString(b)
+	return cluster.EnvSecret + "=" + hex.EncodeToString(b)
 }
 
 // rankEnvs is CHOREO_RANK=r for each of ranks.
 func rankEnvs(ranks ...int) [][]string {
 	out := make([][]string, len(ranks))
 	for i, r := range ranks {
-		out[i] = []string{collectives.EnvRank + "=" + strconv.Itoa(r)}
+		out[i] = []string{cluster.EnvRank + "=" + strconv.Itoa(r)}
 	}
 	return out
 }
@@ -203,8 +204,8 @@ func has(lines []string, prefix string) bool {
 // on a group id, and all-reduce over TCP; when the last one leaves, the
 // others' next collective fails with ErrPeerLost.
 func TestJoinAcrossProcesses(t *testing.T) {
-	common := []string{envScenario + "=allreduce-then-leave", collectives.EnvWorldSize + "=3",
-		collectives.EnvHostfile + "=" + hostfile(t, 3), secretEnv(), collectives.EnvRun + "=t1"}
+	common := []string{envScenario + "=allreduce-then-leave", cluster.EnvWorldSize + "=3",
+		cluster.EnvHostfile + "=" + hostfile(t, 3), secretEnv(), cluster.EnvRun + "=t1"}
 	out := ranks(t, common, rankEnvs(0, 1, 2))
 	var group string
 	for r, lines := range out {
@@ -234,8 +235,8 @@ func TestJoinAcrossProcesses(t *testing.T) {
 // that come to meet on a loaded machine (with 2 s, rank 1's process
 // sometimes had not reached rank 0 yet, and both were named).
 func TestJoinNamesMissingRanks(t *testing.T) {
-	common := []string{envScenario + "=join", collectives.EnvWorldSize + "=3",
-		collectives.EnvHostfile + "=" + hostfile(t, 3), secretEnv(), collectives.EnvJoinTimeout + "=10s"}
+	common := []string{envScenario + "=join", cluster.EnvWorldSize + "=3",
+		cluster.EnvHostfile + "=" + hostfile(t, 3), secretEnv(), cluster.EnvJoinTimeout + "=10s"}
 	out := ranks(t, common, rankEnvs(0, 1)) // rank 2 never comes
 	for r, lines := range out {
 		if !has(lines, "ERR Timeout join") || !strings.Contains(strings.Join(lines, "\n"), "[2]") {
@@ -250,11 +251,11 @@ func TestJoinNamesMissingRanks(t *testing.T) {
 // which rank 0 waits out, is long enough for rank 1 to reach rank 0 (and
 // be refused) on a loaded machine rather than time out first.
 func TestJoinRefusesAnotherRun(t *testing.T) {
-	common := []string{envScenario + "=join", collectives.EnvWorldSize + "=2",
-		collectives.EnvHostfile + "=" + hostfile(t, 2), secretEnv(), collectives.EnvJoinTimeout + "=10s"}
+	common := []string{envScenario + "=join", cluster.EnvWorldSize + "=2",
+		cluster.EnvHostfile + "=" + hostfile(t, 2), secretEnv(), cluster.EnvJoinTimeout + "=10s"}
 	envs := rankEnvs(0, 1)
-	envs[0] = append(envs[0], collectives.EnvRun+"=this")
-	envs[1] = append(envs[1], collectives.EnvRun+"=stale")
+	envs[0] = append(envs[0], cluster.EnvRun+"=this")
+	envs[1] = append(envs[1], cluster.EnvRun+"=stale")
 	out := ranks(t, common, envs)
 	if !has(out[1], "ERR Mismatch join") || !strings.Contains(strings.Join(out[1], "\n"), `run "stale"`) {
 		t.Errorf("rank 1: want ErrMismatch naming the run:\n%s", strings.Join(out[1], "\n"))
@@ -288,18 +289,18 @@ func TestJoinByCoordinator(t *testing.T) {
 func TestJoinChecksItsConfiguration(t *testing.T) {
 	rt := testenv.Runtime(t)
 	secret := []byte("0123456789abcdef")
-	for _, c := range []collectives.JoinConfig{
+	for _, c := range []cluster.JoinConfig{
 		{Rank: 0, Size: 2, Hosts: []string{"a:1"}, Secret: secret},
 		{Rank: 2, Size: 2, Coordinator: "a:1", Secret: secret},
 		{Rank: 0, Size: 2, Coordinator: "a:1", Secret: []byte("short")},
 		{Rank: 0, Size: 2, Secret: secret},
 		{Err: fmt.Errorf("from env: %w", collectives.ErrBadArgument)},
 	} {
-		if _, err := collectives.Join(context.Background(), rt, c); !errors.Is(err, collectives.ErrBadArgument) {
+		if _, err := cluster.Join(context.Background(), rt, c); !errors.Is(err, collectives.ErrBadArgument) {
 			t.Errorf("%+v: %v, want ErrBadArgument", c, err)
 		}
 	}
-	if _, err := collectives.Join(context.Background(), nil, collectives.JoinConfig{Rank: 0, Size: 1,
+	if _, err := cluster.Join(context.Background(), nil, cluster.JoinConfig{Rank: 0, Size: 1,
 		Coordinator: "a:1", Secret: secret}); !errors.Is(err, collectives.ErrBadArgument) {
 		t.Errorf("nil runtime: %v", err)
 	}

@@ -1,4 +1,4 @@
-package collectives_test
+package cluster_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 	"github.com/choreo-gpu/choreo/gpu"
 	"github.com/choreo-gpu/choreo/internal/testenv"
@@ -47,7 +48,7 @@ func TestJoinOverARegisteredCarrier(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[r] = pipeRank(rt, dev, collectives.JoinConfig{Rank: r, Size: n, Hosts: hosts,
+			errs[r] = pipeRank(rt, dev, cluster.JoinConfig{Rank: r, Size: n, Hosts: hosts,
 				Secret: []byte("0123456789abcdef"), Run: "pipes", Transport: transporttest.PipeCarrier})
 		}()
 	}
@@ -60,10 +61,10 @@ func TestJoinOverARegisteredCarrier(t *testing.T) {
 }
 
 // pipeRank joins, checks the links are pipes, and all-reduces.
-func pipeRank(rt *actors.Runtime, dev gpu.Device, cfg collectives.JoinConfig) error {
+func pipeRank(rt *actors.Runtime, dev gpu.Device, cfg cluster.JoinConfig) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	g, err := collectives.Join(ctx, rt, cfg)
+	g, err := cluster.Join(ctx, rt, cfg)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package collectives
+package cluster
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/choreo-gpu/choreo/collectives/cluster"
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+	"github.com/choreo-gpu/choreo/internal/errs"
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
@@ -51,7 +51,7 @@ func prepareCarriers(host, asked string) (*readied, error) {
 	}
 	if len(r.names) == 0 {
 		if len(failed) == 0 {
-			return nil, fmt.Errorf("%w: transport %q is not available here (registered: %v)", ErrBadArgument, asked, msg.Names())
+			return nil, fmt.Errorf("%w: transport %q is not available here (registered: %v)", errs.ErrBadArgument, asked, msg.Names())
 		}
 		return nil, fmt.Errorf("data plane: %w", errors.Join(failed...))
 	}
@@ -89,9 +89,9 @@ func carrierAddrs(data string) map[string]string {
 
 // groupAsk is the transport the ranks of roster asked for: msg.Auto when
 // none forced one, else the one some forced (ranks that left it to auto
-// follow it); ErrMismatch, naming each rank's, when ranks forced
+// follow it); errs.ErrMismatch, naming each rank's, when ranks forced
 // different ones.
-func groupAsk(roster cluster.Roster) (string, error) {
+func groupAsk(roster Roster) (string, error) {
 	forced := ""
 	differ := false
 	for _, m := range roster.Members {
@@ -108,7 +108,7 @@ func groupAsk(roster cluster.Roster) (string, error) {
 			return msg.Auto, nil
 		}
 		if _, ok := msg.Lookup(forced); !ok {
-			return "", fmt.Errorf("%w: transport %q (want auto or one of %v)", ErrBadArgument, forced, msg.Names())
+			return "", fmt.Errorf("%w: transport %q (want auto or one of %v)", errs.ErrBadArgument, forced, msg.Names())
 		}
 		return forced, nil
 	}
@@ -120,7 +120,7 @@ func groupAsk(roster cluster.Roster) (string, error) {
 		}
 		named[i] = fmt.Sprintf("rank %d %s", m.Rank, k)
 	}
-	return "", fmt.Errorf("%w: the ranks' data plane transports differ: %s", ErrMismatch, strings.Join(named, ", "))
+	return "", fmt.Errorf("%w: the ranks' data plane transports differ: %s", errs.ErrMismatch, strings.Join(named, ", "))
 }
 
 // linkPlan is the carrier of every pair of ranks: carrier name to the
@@ -144,7 +144,7 @@ func (p linkPlan) String() string {
 // planLinks picks the carrier of every pair of roster's ranks (each rank
 // computes every pair, so all fail alike on the first pair none links)
 // and returns rank's part.
-func planLinks(roster cluster.Roster, rank int) (linkPlan, error) {
+func planLinks(roster Roster, rank int) (linkPlan, error) {
 	ask, err := groupAsk(roster)
 	if err != nil {
 		return linkPlan{}, err
@@ -196,7 +196,7 @@ func planLinks(roster cluster.Roster, rank int) (linkPlan, error) {
 // connectLinks connects rank's links, every carrier of plan at once (a
 // peer may be waiting on any of them), and returns them indexed by rank.
 // It releases every readied carrier.
-func connectLinks(ctx context.Context, r *readied, plan linkPlan, roster cluster.Roster, base msg.Setup) ([]msg.Link, error) {
+func connectLinks(ctx context.Context, r *readied, plan linkPlan, roster Roster, base msg.Setup) ([]msg.Link, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	links := make([]msg.Link, len(roster.Members))
@@ -243,7 +243,7 @@ func connectLinks(ctx context.Context, r *readied, plan linkPlan, roster cluster
 
 // connectDataPlane builds rank's data plane over roster: a link per peer
 // by plan's carriers, under one message layer.
-func (c JoinConfig) connectDataPlane(ctx context.Context, r *readied, roster cluster.Roster, plan linkPlan, pt time.Duration) (dataPlane, error) {
+func (c JoinConfig) connectDataPlane(ctx context.Context, r *readied, roster Roster, plan linkPlan, pt time.Duration) (dataPlane, error) {
 	links, err := connectLinks(ctx, r, plan, roster, c.setup(roster, pt))
 	if err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func (c JoinConfig) connectDataPlane(ctx context.Context, r *readied, roster clu
 }
 
 // setup is what the carriers know of the group (Peers and Addrs apart).
-func (c JoinConfig) setup(roster cluster.Roster, pt time.Duration) msg.Setup {
+func (c JoinConfig) setup(roster Roster, pt time.Duration) msg.Setup {
 	return msg.Setup{Rank: c.Rank, Size: c.Size, Group: roster.Group, Run: fmt.Sprintf("%s-%x", c.Run, roster.Group),
 		Secret: c.Secret, PeerTimeout: pt, MaxBuffered: msg.DefaultMaxBuffered}
 }
@@ -269,7 +269,7 @@ func (c JoinConfig) setup(roster cluster.Roster, pt time.Duration) msg.Setup {
 // endpointConfig is the message layer's configuration: named after the
 // one carrier of plan ("msg" for several), polling where this host has a
 // processor per rank of it.
-func (c JoinConfig) endpointConfig(roster cluster.Roster, plan linkPlan, pt time.Duration) msg.Config {
+func (c JoinConfig) endpointConfig(roster Roster, plan linkPlan, pt time.Duration) msg.Config {
 	name := plan.kinds
 	if strings.Contains(name, "+") {
 		name = "msg"
