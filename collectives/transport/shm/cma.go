@@ -13,29 +13,21 @@ import (
 	"unsafe"
 )
 
-// Single copy (cross-memory attach): the link is a msg.SingleCopy. A
-// rendezvous message of at least Config.CMAMin bytes is offered by
-// address: the sender's RTS carries the address of its buffer (slot kind
-// slotRTSCMA), and a receiver that can read the sender's memory (probed
-// at ConnectLinks: process_vm_readv of the peer's cmaProbeWord, whose
-// address it announced in the handshake) hands the offer on to its
-// Endpoint, whose Recv reads the bytes straight from the sender's buffer
-// into its own (ReadAt) and answers Done. A receiver that cannot read hands on no
-// address: its Recv answers Go, and the message goes through the slots.
-//
-// The sender's Endpoint keeps the buffer unmodified until the answer; a
-// Send that ends first retracts the message (a RETRACT frame with flag 1)
-// and waits for the answer Done to that. A read that fails (the sender's
-// process ended, the range is not mapped) loses the peer.
+// Single copy (cross-memory attach). A rendezvous message of at least
+// Config.CMAMin bytes is offered by address (slot kind slotRTSCMA). A
+// receiver that can read the sender's memory (probed at ConnectLinks:
+// process_vm_readv of the peer's cmaProbeWord, whose address it announced
+// in the handshake) hands the offer on to its Endpoint, whose Recv reads
+// the bytes with ReadAt; one that cannot hands on no address, and the
+// message goes through the slots. A read that fails loses the peer.
 
-// cmaMagic is the value of cmaProbeWord ("choreo-S").
+// cmaProbeWord is the word a peer reads to probe cross-memory attach;
+// cmaMagic ("choreo-S") is its value.
 const cmaMagic = 0x532d6f65726f6863
 
-// cmaProbeWord is the word a peer reads to probe cross-memory attach.
 var cmaProbeWord uint64 = cmaMagic
 
-// probeAddr is the address of cmaProbeWord, announced in the handshake
-// (0 when single copy is off here: the peer does not probe).
+// probeAddr is the address of cmaProbeWord (0: single copy off here).
 func (c *Config) probeAddr() uint64 {
 	if c.CMAMin < 0 {
 		return 0
@@ -46,12 +38,9 @@ func (c *Config) probeAddr() uint64 {
 // DefaultCMAMin is the default Config.CMAMin.
 const DefaultCMAMin = 256 << 10
 
-// envCMA overrides Config.CMAMin: "off" (or 0) turns single copy off,
-// "auto" is the default, a byte count sets the least message offered by
-// address (and reads wherever the host allows it).
+// envCMA overrides Config.CMAMin: "off" (or 0), "auto", or a byte count.
 const envCMA = "CHOREO_SHM_CMA"
 
-// cmaMinFromEnv applies envCMA to min.
 func cmaMinFromEnv(min int) (int, error) {
 	v := strings.TrimSpace(os.Getenv(envCMA))
 	if v == "" {
@@ -76,13 +65,10 @@ const maxUserAddr = 1 << 57
 
 // cmaPays reports whether this rank should read its peers' large
 // messages from their memory when Config.CMAMin is left to the default:
-// whether process_vm_readv of this process's own memory copies at least
-// 2/3 as fast as copy (best of a few rounds of 4 MiB, a few milliseconds
-// in all, measured once). One read costs the receiver what the two copies
-// through the slots cost both sides together; but process_vm_readv pins
-// the sender's pages one by one, and where it copies much more slowly
-// than memcpy (on a virtual machine 4 GB/s against 16-19 GB/s) two copies
-// beat one, with more ranks than processors too.
+// whether process_vm_readv of its own memory copies at least 2/3 as fast
+// as copy (best of three rounds of 4 MiB, measured once). It pins the
+// sender's pages one by one, and where that is much slower than memcpy
+// (on a virtual machine, 4 GB/s against 16-19), two copies beat one.
 var cmaPays = sync.OnceValue(func() bool {
 	const n, rounds = 4 << 20, 3
 	src, dst := make([]byte, n), make([]byte, n)
@@ -121,9 +107,7 @@ var cmaPays = sync.OnceValue(func() bool {
 // cmaPiece is the most bytes read by one process_vm_readv.
 const cmaPiece = 4 << 20
 
-// ReadAt reads len(dst) bytes of a message offered at addr, from its
-// offset off, out of the peer's memory (process_vm_readv, in pieces of at
-// most cmaPiece bytes).
+// ReadAt reads with process_vm_readv, in pieces of at most cmaPiece bytes.
 func (l *link) ReadAt(dst []byte, addr uint64, off int) error {
 	if l.cmaPID == 0 {
 		return errors.New("shm: this process may not read the peer's memory")

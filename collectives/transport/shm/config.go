@@ -13,8 +13,7 @@ const (
 	DefaultSlotSize = 1 << 20 // a ring chunk (algo's DefaultNetChunkBytes) in one slot
 	DefaultSlots    = 16
 
-	// Bounds of the ring geometry: a region holds two rings of Slots
-	// slots of SlotSize bytes (plus a slot header each).
+	// Bounds of the ring geometry.
 	minSlotSize = 4 << 10
 	maxSlotSize = 16 << 20
 	minSlots    = 2
@@ -29,26 +28,19 @@ const (
 // own SlotSize and Slots; EagerMax is capped by the pair's SlotSize.
 type Config struct {
 	msg.Setup
-	// SlotSize is the payload bytes of one ring slot (a multiple of 64);
-	// large messages travel in slots of this size. Default
-	// DefaultSlotSize. The variable CHOREO_SHM_SLOT_SIZE overrides it.
-	SlotSize int
-	// Slots is the number of slots of each ring (one ring per direction
-	// of a pair). Default DefaultSlots. The variable CHOREO_SHM_SLOTS
-	// overrides it.
-	Slots int
+	// SlotSize is the payload bytes of one ring slot (a multiple of 64),
+	// and Slots the slots of each ring (one per direction of a pair).
+	// Defaults DefaultSlotSize and DefaultSlots; the variables
+	// CHOREO_SHM_SLOT_SIZE and CHOREO_SHM_SLOTS override them.
+	SlotSize, Slots int
 	// CMAMin is the least message offered to the receiver by address
-	// (single copy, see cma.go): a receiver that may read this process's
-	// memory copies it straight from the sender's buffer; smaller
-	// messages, and every message to a receiver that does not, go through
-	// the slots. Negative turns single copy off (this rank neither offers
-	// nor reads). Zero offers from DefaultCMAMin bytes, and this rank
-	// reads where that pays (see cmaPays); a positive value reads
-	// wherever the host allows it. The variable CHOREO_SHM_CMA overrides
-	// it ("off", "auto", or a byte count).
-	CMAMin int
-	// cmaAuto: CMAMin was left to the default (see cmaPays).
-	cmaAuto bool
+	// (single copy, see cma.go); smaller ones go through the slots.
+	// Negative turns single copy off (this rank neither offers nor
+	// reads); zero offers from DefaultCMAMin bytes and reads where that
+	// pays (see cmaPays); a positive value reads wherever the host allows.
+	// The variable CHOREO_SHM_CMA overrides it ("off", "auto", a count).
+	CMAMin  int
+	cmaAuto bool // CMAMin was left to the default
 }
 
 // normalize checks c and fills in the defaults.

@@ -13,13 +13,11 @@ import (
 )
 
 // The pair's socket is authenticated by package mesh (label "shm", the
-// higher rank dialing the lower one's rendezvous socket), whose handshake
-// carries each rank's hello (below). Once both sides have proved the
-// secret, setupRegion hands the region over: the lower rank creates it and
-// sends its descriptor (SCM_RIGHTS) with one byte; the higher rank checks
-// and maps it and answers one byte, 0 when it did. No region exists
-// before the dialer proved the secret, and the dialer maps nothing before
-// the acceptor proved it.
+// higher rank dialing the lower one), whose handshake carries each rank's
+// hello. Then setupRegion hands the region over: the lower rank creates
+// it and sends its descriptor (SCM_RIGHTS) with one byte; the higher rank
+// checks and maps it and answers one byte, 0 when it did. No region
+// exists before both sides proved the secret.
 
 // hello is what a rank announces to each peer in the handshake, its
 // fields little endian in order (28 bytes): its window (MaxBuffered), the
@@ -62,11 +60,9 @@ func (c *Config) checkHello(_ int, b []byte) error {
 	return nil
 }
 
-// windowOK checks an announced window.
 func windowOK(w uint32) bool { return w >= msg.Overhead && w <= maxRegion }
 
-// region is a pair's mapped region and its geometry, as Setup leaves it
-// in the mesh.Link; Close unmaps it.
+// region is a pair's mapped region, as Setup leaves it in the mesh.Link.
 type region struct {
 	mem []byte
 	g   geometry
@@ -77,8 +73,6 @@ func (r *region) Close() error {
 	return nil
 }
 
-// setupRegion hands the pair's region over on an authenticated link:
-// created and sent by the lower rank (the acceptor), mapped by the higher.
 func (c *Config) setupRegion(_ context.Context, l *mesh.Link) error {
 	nc, ok := l.Conn.(*net.UnixConn)
 	if !ok {
@@ -110,7 +104,6 @@ func (c *Config) setupRegion(_ context.Context, l *mesh.Link) error {
 	return nil
 }
 
-// mapRegion is the higher rank's side of setupRegion.
 func (c *Config) mapRegion(nc *net.UnixConn, l *mesh.Link) error {
 	fd, err := readRegionFD(nc)
 	if err != nil {
@@ -127,8 +120,6 @@ func (c *Config) mapRegion(nc *net.UnixConn, l *mesh.Link) error {
 	return err
 }
 
-// readRegionFD reads the one byte and the one descriptor of a region's
-// hand-over.
 func readRegionFD(nc *net.UnixConn) (int, error) {
 	var b [2]byte
 	oob := make([]byte, unix.CmsgSpace(4*4))
@@ -149,8 +140,8 @@ func readRegionFD(nc *net.UnixConn) (int, error) {
 	return fds[0], nil
 }
 
-// mapPeerRegion maps the region a lower rank handed over and checks its
-// header; it closes fd.
+// mapPeerRegion maps and checks the region a lower rank handed over; it
+// closes fd.
 func mapPeerRegion(fd, slotSize, slots int, group uint64, low, high int) ([]byte, geometry, error) {
 	defer closeFD(fd)
 	if err := checkGeometry(slotSize, slots); err != nil {
@@ -168,7 +159,6 @@ func mapPeerRegion(fd, slotSize, slots int, group uint64, low, high int) ([]byte
 	return mem, g, nil
 }
 
-// rights returns the descriptors of the SCM_RIGHTS messages in oob.
 func rights(oob []byte) ([]int, error) {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {

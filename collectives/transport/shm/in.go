@@ -8,10 +8,9 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// consume hands the Peer what in holds: control entries, then up to a
-// ring's worth of slots, and wakes the Waits if there was any. It reports
-// whether there was, or the peer's breach of the protocol. The caller
-// holds cons, between enter and leave.
+// consume hands the Peer what in holds (control entries, then up to a
+// ring's worth of slots), waking the Waits if there was any, and reports
+// whether there was. The caller holds cons, between enter and leave.
 func (l *link) consume() (worked bool, err error) {
 	worked, err = l.control()
 	if err == nil {
@@ -25,14 +24,13 @@ func (l *link) consume() (worked bool, err error) {
 	return worked, err
 }
 
-// published reports whether the peer published slots or control entries
-// not consumed yet. The caller is between enter and leave.
+// published reports whether the peer published what is not consumed yet.
+// The caller is between enter and leave.
 func (l *link) published() bool {
 	in := l.in
 	return in.head.Load() != in.tail.Load() || in.ctlHead.Load() != in.ctlTail.Load()
 }
 
-// control hands the published answers to the Peer.
 func (l *link) control() (worked bool, err error) {
 	in := l.in
 	t := in.ctlTail.Load()
@@ -51,7 +49,6 @@ func (l *link) control() (worked bool, err error) {
 	return worked, nil
 }
 
-// slots hands up to a ring's worth of published slots to the Peer.
 func (l *link) slots() (worked bool, err error) {
 	in := l.in
 	n := uint64(in.slots)
@@ -66,8 +63,6 @@ func (l *link) slots() (worked bool, err error) {
 		t++
 		in.tail.Store(t)
 		worked = true
-		// A sender waiting for room is told once half the ring is free
-		// (see put).
 		if w := in.waitTail.Load(); w != 0 && t >= w && in.waitTail.CompareAndSwap(w, 0) {
 			l.sock.send(spaceFrame)
 		}
@@ -75,7 +70,6 @@ func (l *link) slots() (worked bool, err error) {
 	return worked, nil
 }
 
-// slot hands one data slot to the Peer.
 func (l *link) slot(s []byte) error {
 	h := getSlotHeader(s)
 	if int(h.len) > len(s)-slotHdr {
@@ -109,10 +103,9 @@ func (l *link) slot(s []byte) error {
 	return fmt.Errorf("slot of kind %d", h.kind)
 }
 
-// announced hands an RTS to the Peer, unless a retraction of it came
-// first (the socket can overtake the ring; see retracted). A message
-// offered by address is offered on to the Peer only where this process
-// may read the sender's memory; else its Recv takes it through the slots.
+// announced hands an RTS to the Peer, unless its retraction overtook it
+// on the socket; an offer by address goes on only where this process may
+// read the sender's memory.
 func (l *link) announced(h slotHeader) error {
 	if h.len != 0 {
 		return fmt.Errorf("RTS with %d bytes", h.len)
@@ -141,12 +134,9 @@ func (l *link) announced(h slotHeader) error {
 	return err
 }
 
-// retracted applies a RETRACT frame. The sender retracts only what it
-// announced, so the RTS is consumed already (the Peer gets the
-// retraction), or it still waits in the ring: then it is dropped when it
-// is consumed, and a retraction with ack is answered Done at once, since
-// the Peer never saw the message. The caller holds cons, between enter
-// and leave.
+// retracted applies a RETRACT frame: to the Peer where the RTS was
+// consumed, else the RTS is dropped when it is, and an ack is answered
+// Done at once. The caller holds cons, between enter and leave.
 func (l *link) retracted(id uint64, ack bool) error {
 	if !l.queued(id) {
 		return l.peer.Retracted(id, ack)
@@ -158,8 +148,6 @@ func (l *link) retracted(id uint64, ack bool) error {
 	return nil
 }
 
-// queued reports whether an RTS of message id waits in the ring. The
-// caller holds cons, between enter and leave.
 func (l *link) queued(id uint64) bool {
 	in := l.in
 	t, h := in.tail.Load(), in.head.Load()
@@ -175,7 +163,6 @@ func (l *link) queued(id uint64) bool {
 	return false
 }
 
-// frame handles one socket frame. The caller is between enter and leave.
 func (l *link) frame(b []byte) error {
 	if len(b) > maxFrame {
 		return fmt.Errorf("frame over %d bytes", maxFrame)

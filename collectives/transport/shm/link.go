@@ -13,36 +13,28 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// maxRTS bounds the messages per peer that wait for their Recv (the
-// link's Limits.MaxRTS). It also keeps the control ring from filling:
-// each answer takes one entry.
+// maxRTS is Limits.MaxRTS; it keeps the control ring (an entry per
+// answer) from filling.
 const maxRTS = ctlEntries / 2
 
-// link is a msg.Link over one pair's region and socket: the lane this
-// rank produces into (out) and the one it consumes (in), the pair's
-// socket for what must not wait for ring space, and a pump goroutine that
-// reads both while operations wait (see pump.go) or a waiting operation
-// that reads the lane itself (see poll.go). It is a msg.SingleCopy, and
-// hands an offer's address on to the Peer only where the host lets this
-// process read its peer's memory (see cma.go).
+// link is a msg.Link (and msg.SingleCopy) over one pair's region and
+// socket: the lane this rank produces into (out), the one it consumes
+// (in), and the socket for what must not wait for ring space.
 //
 // The region is touched only between enter and leave (a read lock on
 // live that fails once the link is down); fail unmaps it under the write
-// lock. So the Peer is never called with live held by the caller of
-// fail, and fail reports the loss only once the region is gone.
+// lock, and reports the loss only once the region is gone.
 //
-// Locks, in the order they nest: live, cons (the consumer side of in:
-// held by the pump or a polling call while it consumes, and so while it
-// calls the Peer), wmu (the producer side of out: one slot is filled at a
-// time), cmu (the producer side of out's control ring). The Peer may call
-// the control methods (Answer, Consumed, Hold, Release, Wake) holding its
-// own lock: they take none of live's write side, cons or wmu.
+// Locks, in the order they nest: live, cons (the consumer side of in,
+// held while calling the Peer), wmu (the producer side of out's slots),
+// cmu (of out's control ring). The Peer may call Answer, Consumed, Hold,
+// Release and Wake holding its own lock: they take none of live's write
+// side, cons or wmu.
 type link struct {
 	cfg  *Config // this rank's
 	rank int     // the peer's
 
-	// Set by newLink; constant afterwards (mem until unmap).
-	sock     *sock
+	sock     *sock // these are set by newLink (mem until unmap)
 	mem      []byte
 	out, in  *lane
 	window   int // the peer's MaxBuffered: this rank's eager window toward it
@@ -83,13 +75,10 @@ var (
 	_ msg.SingleCopy = (*link)(nil)
 )
 
-// errProtocol marks a loss caused by a peer breaking the protocol.
 var errProtocol = errors.New("protocol error")
 
-// newLink is the link over an authenticated mesh link: its socket and the
-// region Setup left in it (lane 0 carries the lower rank's messages).
-// Single copy from the peer needs its process, as the kernel names it, and
-// this process's leave to read its memory.
+// newLink is the link over an authenticated mesh link and the region
+// Setup left in it (lane 0 carries the lower rank's messages).
 func newLink(cfg *Config, ml mesh.Link) (*link, error) {
 	nc := ml.Conn.(*net.UnixConn)
 	r := ml.Extra.(*region)
@@ -113,8 +102,8 @@ func newLink(cfg *Config, ml mesh.Link) (*link, error) {
 	return l, nil
 }
 
-// Start begins the link's life: a first pump reads what the peer sent
-// while the links connected.
+// Start starts a first pump for what the peer sent while the links
+// connected.
 func (l *link) Start(p *msg.Peer) {
 	l.peer = p
 	now := time.Now().UnixNano()
@@ -123,19 +112,14 @@ func (l *link) Start(p *msg.Peer) {
 	l.kick(drainLinger)
 }
 
-// Limits are the pair's sizes: an eager message and a chunk fill one slot
-// at most.
 func (l *link) Limits() msg.Limits {
 	return msg.Limits{EagerMax: l.eagerMax, Chunk: l.out.slotSize, MaxRTS: maxRTS}
 }
 
-// LaneOf is 0: a pair has one lane each way.
 func (l *link) LaneOf(transport.Tag) int { return 0 }
 
-// Tick pings the peer unless another frame went to it in the last half
-// heartbeat, pumps an idle link briefly (aborts, a peer's end, messages
-// that arrived while nothing waited), and says when the peer was last
-// heard.
+// Tick pings the peer unless a frame went to it in the last half
+// heartbeat and pumps an idle link briefly.
 func (l *link) Tick() int64 {
 	if time.Now().UnixNano()-l.sock.lastWrite.Load() >= int64(l.peer.HeartbeatInterval()/2) {
 		l.Ping()
@@ -144,20 +128,14 @@ func (l *link) Tick() int64 {
 	return l.lastRead.Load()
 }
 
-// Ping sends a PING frame.
 func (l *link) Ping() { l.sock.send(pingFrame) }
 
-// Close takes the link down: its socket closes (the peer sees its end)
-// and its region is unmapped once no call uses it. Its goroutines (the
-// Endpoint's Close waits for them) end soon after.
 func (l *link) Close() { l.fail(nil) }
 
-// goAdd runs f in a goroutine the Endpoint's Close waits for; false (and
-// nothing run) before Start or once Close began.
 func (l *link) goAdd(f func()) bool { return l.peer != nil && l.peer.Go(f) }
 
-// enter read-locks the region for a use of it, reporting false (and
-// holding nothing) once the link is down or going down.
+// enter read-locks the region, reporting false (and holding nothing) once
+// the link is down or going down.
 func (l *link) enter() bool {
 	if !l.live.TryRLock() {
 		return false
@@ -171,17 +149,16 @@ func (l *link) enter() bool {
 
 func (l *link) leave() { l.live.RUnlock() }
 
-// fail takes the link down for cause (nil: it closes) unless it is down
-// already, and then tells the Peer. The caller holds no read lock of live.
+// fail takes the link down for cause (nil: it closes) and tells the Peer,
+// once. The caller holds no read lock of live.
 func (l *link) fail(cause error) {
 	if l.takeDown(cause) && cause != nil {
 		l.report(cause)
 	}
 }
 
-// takeDown marks l down for cause, shuts its socket and unmaps its region
-// once no call uses it; it reports whether l was up. The caller holds no
-// read lock of live.
+// takeDown marks l down, shuts its socket and unmaps its region once no
+// call uses it; it reports whether l was up.
 func (l *link) takeDown(cause error) (first bool) {
 	l.downOnce.Do(func() {
 		first = true
@@ -204,8 +181,6 @@ func (l *link) takeDown(cause error) (first bool) {
 	return first
 }
 
-// report tells the Peer (if the link started) that its peer is lost for
-// cause.
 func (l *link) report(cause error) {
 	switch {
 	case l.peer == nil:
@@ -216,10 +191,8 @@ func (l *link) report(cause error) {
 	}
 }
 
-// protocol is the error of a peer that broke the protocol.
 func protocol(err error) error { return fmt.Errorf("%w: %w", errProtocol, err) }
 
-// downErr is the error of a call on l once it is down.
 func (l *link) downErr() error {
 	if !l.down.Load() {
 		return transport.ErrPeerLost // not reached: enter fails only once down is set
@@ -236,7 +209,6 @@ type signal struct {
 	taken atomic.Bool // someone may wait on ch
 }
 
-// C returns the channel the next fire closes.
 func (s *signal) C() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -247,7 +219,6 @@ func (s *signal) C() <-chan struct{} {
 	return s.ch
 }
 
-// fire wakes the goroutines waiting on C.
 func (s *signal) fire() {
 	if !s.taken.Load() {
 		return

@@ -12,14 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// network is the socket type of a pair's socket: one write, one message.
 const network = "unixpacket"
 
-// sockName is rank's rendezvous socket for (run, group): a name in the
-// abstract namespace, which the kernel drops with the last socket bound to
-// it, so a crashed run leaves no name behind. A run whose name is long or
-// holds other characters than letters, digits, '.', '_' and '-' is named
-// by a hash (names are at most 107 bytes).
+// sockName is rank's rendezvous socket for (run, group), in the abstract
+// namespace. A run whose name is long or holds other characters than
+// letters, digits, '.', '_' and '-' is named by a hash.
 func sockName(run string, group uint64, rank int) string {
 	return fmt.Sprintf("@choreo-shm/%s/%016x/%d", runTag(run), group, rank)
 }
@@ -36,18 +33,15 @@ func runTag(run string) string {
 	return "h" + hex.EncodeToString(h[:])
 }
 
-// runHash names a run in the handshake.
 func runHash(run string) [8]byte {
 	s := sha256.Sum256([]byte("choreo/shm run " + run))
 	return [8]byte(s[:8])
 }
 
-// newRegion creates an anonymous shared file of size bytes (memfd: it has
-// no name in any file system, and the kernel frees it with the last
-// mapping or descriptor, a crashed process's included), allocates its
-// pages now (so a full memory limit fails here, not as a fault later), and
-// seals its size (so the peer it is handed to cannot shrink it under this
-// rank's mapping). It returns the descriptor and the mapping.
+// newRegion creates an anonymous shared file (memfd) of size bytes,
+// allocates its pages now (a full memory limit fails here, not as a fault
+// later), seals its size (the peer cannot shrink it under this rank's
+// mapping), and returns it with its mapping.
 func newRegion(size int) (*os.File, []byte, error) {
 	fd, err := unix.MemfdCreate("choreo-shm", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -99,12 +93,10 @@ func openRegion(fd int, size int) ([]byte, error) {
 	return mem, nil
 }
 
-// unmap releases a mapping.
 func unmap(mem []byte) {
 	if mem != nil {
 		_ = unix.Munmap(mem)
 	}
 }
 
-// supported is nil where the transport works.
 func supported() error { return nil }

@@ -10,9 +10,7 @@ import (
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
-// Eager puts data in one slot when it fits EagerMax and the peer's window
-// (the bytes the peer handed back through out's freed word), else sends
-// nothing.
+// Eager: the peer hands its window back through out's freed word.
 func (l *link) Eager(ctx context.Context, tag transport.Tag, data []byte, wait bool) (bool, error) {
 	n := len(data)
 	if n > l.eagerMax {
@@ -31,8 +29,7 @@ func (l *link) Eager(ctx context.Context, tag transport.Tag, data []byte, wait b
 	return ok || err != nil, err
 }
 
-// Announce publishes message id's RTS. A message of Config.CMAMin bytes
-// or more is offered by address (see cma.go).
+// Announce offers a message of Config.CMAMin bytes or more by address.
 func (l *link) Announce(ctx context.Context, tag transport.Tag, id uint64, data []byte) (sent, offered bool, err error) {
 	h := slotHeader{kind: slotRTS, tag: tag, id: id, size: uint64(len(data))}
 	if c := l.cfg.CMAMin; c > 0 && len(data) >= c {
@@ -45,7 +42,6 @@ func (l *link) Announce(ctx context.Context, tag transport.Tag, id uint64, data 
 	return sent, sent && h.kind == slotRTSCMA, err
 }
 
-// Chunk copies part, the bytes of message id from off, into one slot.
 func (l *link) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int, part []byte) (bool, error) {
 	if len(part) > l.out.slotSize {
 		return false, fmt.Errorf("chunk of %d bytes in slots of %d: %w", len(part), l.out.slotSize, transport.ErrBadArgument)
@@ -57,11 +53,10 @@ func (l *link) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int,
 	})
 }
 
-// put fills the next slot of out with fill and publishes it, waiting for a
-// free slot (spinning briefly, then until the peer's SPACE frame) unless
-// wait is false. fill runs under wmu and may decline (false); put then
-// reports false and publishes nothing, as it does when the ring is full
-// and wait is false. It fails when ctx ends or the link goes down first.
+// put fills the next slot of out with fill (under wmu; it may decline)
+// and publishes it, waiting for a free slot (spinning, then until the
+// peer's SPACE frame) unless wait is false. It fails when ctx ends or the
+// link goes down first.
 func (l *link) put(ctx context.Context, wait bool, fill func(slot []byte) bool) (bool, error) {
 	for {
 		if !l.enter() {
@@ -86,9 +81,8 @@ func (l *link) put(ctx context.Context, wait bool, fill func(slot []byte) bool) 
 	}
 }
 
-// fill is one try of put: it reports whether fill published a slot, or
-// the channel to wait on when the ring is full (wait). The caller is
-// between enter and leave.
+// fill is one try of put: whether fill published a slot, or the channel
+// to wait on when the ring is full. The caller is between enter and leave.
 func (l *link) fill(wait bool, fill func(slot []byte) bool) (ok bool, full <-chan struct{}) {
 	o := l.out
 	slots := uint64(o.slots)
@@ -122,12 +116,10 @@ func (l *link) fill(wait bool, fill func(slot []byte) bool) (ok bool, full <-cha
 	return false, ch
 }
 
-// closed is a channel that is closed.
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// notify rings the peer's doorbell if its pump sleeps and no call of the
-// peer polls the lane: this rank just published slots or control entries
-// in out. The caller is between enter and leave.
+// notify rings the peer's doorbell, after a publication in out, if its
+// pump sleeps and no call of the peer polls the lane.
 func (l *link) notify() {
 	if l.out.polling.Load() != 0 {
 		return // the poller consumes it, or does once it stops (see poll)
@@ -137,8 +129,7 @@ func (l *link) notify() {
 	}
 }
 
-// Answer puts the answer to message id in out's control ring, or on the
-// socket when that ring is full.
+// Answer goes in out's control ring, or on the socket when it is full.
 func (l *link) Answer(_ int, id uint64, a msg.Answer) {
 	kind := [...]uint32{msg.Go: ctlCTS, msg.SizeMismatch: ctlCTSSize, msg.Done: ctlDone}[a]
 	l.answered(id)
@@ -160,7 +151,6 @@ func (l *link) Answer(_ int, id uint64, a msg.Answer) {
 	l.sock.send((&frame{kind: fCTS, flags: uint8(kind - ctlCTS), id: id}).bytes())
 }
 
-// Retract sends a RETRACT frame (flag 1: answer Done).
 func (l *link) Retract(_ transport.Tag, id uint64, ack bool) {
 	f := frame{kind: fRetract, id: id}
 	if ack {
@@ -169,8 +159,6 @@ func (l *link) Retract(_ transport.Tag, id uint64, ack bool) {
 	l.sock.send(f.bytes())
 }
 
-// Consumed hands n bytes of this rank's window back through in's freed
-// word.
 func (l *link) Consumed(n int64) {
 	if l.enter() {
 		l.in.freed.Add(uint64(n))
@@ -178,7 +166,6 @@ func (l *link) Consumed(n int64) {
 	}
 }
 
-// Abort sends an ABORT frame, its cause's text cut to maxAbortText bytes.
 func (l *link) Abort(a *transport.AbortError, at int64) {
 	text := a.Cause.Error()
 	if len(text) > maxAbortText {

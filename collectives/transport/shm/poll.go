@@ -7,25 +7,19 @@ import (
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
-// Polling. A call that waits for its peer (a Recv for its message, a
-// rendezvous Send for its answer) polls the incoming lane itself for a
-// while before it parks (Wait): it consumes what the peer publishes on
-// its own goroutine (taking the consumer's lock from the pump), so that a
-// message needs neither a doorbell (a system call on the sender, a
-// wake-up of the pump's thread through the netpoller) nor a hand-off from
-// the pump to the call. While a call polls, the lane's polling word tells
-// the sender to ring no doorbell; once the call stops it consumes what was
-// published meanwhile, so nothing waits for a bell that never rang. The
-// budget is the Endpoint's (Peer.Poll), as for tcp's links.
+// Polling. A call that waits for its peer polls the incoming lane itself
+// for the Endpoint's budget (Peer.Poll) before it parks, consuming what
+// the peer publishes on its own goroutine: no doorbell, no hand-off from
+// the pump. While a call polls, the lane's polling word tells the sender
+// to ring no doorbell; once it stops it consumes what was published
+// meanwhile, so nothing waits for a bell that never rang.
 
-// clockPolls is how many polls of the lane (tens of nanoseconds each)
-// pass between two looks at the clock.
+// clockPolls is how many polls of the lane pass between two looks at the
+// clock.
 const clockPolls = 16
 
-// Wait returns once ready holds, ctx ends, the link is down or Wake is
-// called: it polls the lane first (see Polling), then parks, looking
-// again whenever the lane was read (by the pump, or by another call's
-// poll), and reading the lane itself on a timer.
+// Wait polls the lane first, then parks, looking again whenever the lane
+// was read and reading it itself on a timer.
 func (l *link) Wait(ctx context.Context, _ int, ready func() bool) {
 	if ready() {
 		return
@@ -42,9 +36,7 @@ func (l *link) Wait(ctx context.Context, _ int, ready func() bool) {
 	l.Release(0, false)
 }
 
-// park is Wait after its poll: it waits for the lane to be read, for
-// Wake (wakes is the count of Wake calls when Wait began) or for ctx, and
-// reads the lane itself on a timer.
+// park is Wait after its poll (wakes: the Wake calls when Wait began).
 func (l *link) park(ctx context.Context, ready func() bool, wakes int64) {
 	rc := recheck{l: l}
 	defer rc.stop()
@@ -63,15 +55,13 @@ func (l *link) park(ctx context.Context, ready func() bool, wakes int64) {
 	}
 }
 
-// Wake ends the Waits, whose callers look at their state again.
 func (l *link) Wake(int) {
 	l.wakes.Add(1)
 	l.waken.fire()
 }
 
-// poll waits for ready by polling the lane (see Polling), for at most the
-// budget, and reports ready's last answer: false means the caller should
-// park.
+// poll waits for ready by polling the lane for at most the budget, and
+// reports ready's last answer.
 func (l *link) poll(ready func() bool) bool {
 	q := l.peer.Poll()
 	d := q.Budget()
@@ -108,8 +98,8 @@ func (l *link) poll(ready func() bool) bool {
 	return ok || ready()
 }
 
-// consumeLocked consumes what the lane holds, taking the consumer's lock.
-// The caller is between enter and leave.
+// consumeLocked consumes what the lane holds, taking cons. The caller is
+// between enter and leave.
 func (l *link) consumeLocked() error {
 	if !l.published() {
 		return nil
@@ -120,13 +110,11 @@ func (l *link) consumeLocked() error {
 	return err
 }
 
-// A call that parked after polling is woken by the pump, which the
-// sender's doorbell wakes through the netpoller. A process whose processors
-// are all busy (GOMAXPROCS 1 and another goroutine runnable) looks at the
-// netpoller only when it runs out of work, or every 10 ms or more (the
-// runtime's sysmon), while timers run at every scheduling point: so a
-// parked call also looks at the lane itself on a timer, after recheckMin,
-// then ever less often, up to every recheckMax.
+// A parked call is woken by the pump, which the doorbell wakes through
+// the netpoller; a process whose processors are all busy looks at the
+// netpoller only every 10 ms or more, while timers run at every
+// scheduling point: so a parked call also looks at the lane itself on a
+// timer, after recheckMin, then ever less often, up to every recheckMax.
 const (
 	recheckMin = 100 * time.Microsecond
 	recheckMax = 10 * time.Millisecond
@@ -139,8 +127,6 @@ type recheck struct {
 	d time.Duration
 }
 
-// C is the channel to wait on beside the call's own; the timer starts at
-// the first call.
 func (r *recheck) C() <-chan time.Time {
 	if r.t == nil {
 		r.d = recheckMin
@@ -149,7 +135,6 @@ func (r *recheck) C() <-chan time.Time {
 	return r.t.C
 }
 
-// fire consumes what the lane holds and sets the timer for the next look.
 func (r *recheck) fire() {
 	l := r.l
 	if l.enter() {
@@ -163,7 +148,6 @@ func (r *recheck) fire() {
 	r.t.Reset(r.d)
 }
 
-// stop releases the timer.
 func (r *recheck) stop() {
 	if r.t != nil {
 		r.t.Stop()

@@ -9,22 +9,18 @@ import (
 )
 
 const (
-	// linger is how long a pump stays active after the link's last Hold
-	// or Wait ended; drainLinger is how long a pump Tick starts on an
-	// idle link runs.
+	// linger is how long a pump stays active after the last Hold ended;
+	// drainLinger how long one that Tick starts on an idle link runs.
 	linger      = 20 * time.Millisecond
 	drainLinger = 2 * time.Millisecond
 )
 
-// Hold makes sure a pump is active until the matching Release.
 func (l *link) Hold(int) {
 	if l.holds.Add(1) == 1 {
 		l.kick(0)
 	}
 }
 
-// Release lets the pump stop (or park) after linger once nothing holds
-// it.
 func (l *link) Release(int, bool) {
 	if l.holds.Add(-1) == 0 {
 		l.lmu.Lock()
@@ -35,10 +31,9 @@ func (l *link) Release(int, bool) {
 	}
 }
 
-// kick makes a pump active: it starts one, or wakes a parked one (Tick's,
-// with d > 0: only where the peer published). One started for a Hold (d
-// == 0) runs until the Holds end, then lingers; one Tick starts stops
-// after d unless a Hold comes.
+// kick starts a pump, or wakes a parked one (with d > 0, Tick's: only
+// where the peer published). One started for a Hold (d == 0) runs until
+// the Holds end, then lingers; one Tick starts stops after d.
 func (l *link) kick(d time.Duration) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
@@ -60,23 +55,21 @@ func (l *link) kick(d time.Duration) {
 	}
 }
 
-// wakeLocked makes a parked pump's read return now. l.lmu is held.
 func (l *link) wakeLocked() {
 	l.parked = false
 	l.armed = true
 	_ = l.sock.nc.SetReadDeadline(aLongTimeAgo)
 }
 
-// offer notes that the Peer holds message id, offered by address (read
-// so or not): its sender waits for the answer also when it withdraws the
-// offer, so the pump parks rather than ends until then (see settle).
+// offer notes that the Peer holds message id, offered by address: its
+// sender waits for the answer also when it withdraws the offer, so the
+// pump parks rather than ends until then (see settle).
 func (l *link) offer(id uint64) {
 	l.omu.Lock()
 	l.offers[id] = true
 	l.omu.Unlock()
 }
 
-// answered forgets offer id; after the last one a parked pump ends.
 func (l *link) answered(id uint64) {
 	l.omu.Lock()
 	last := l.offers[id] && len(l.offers) == 1
@@ -91,14 +84,12 @@ func (l *link) answered(id uint64) {
 	}
 }
 
-// offering reports whether the Peer holds an offer not answered yet.
 func (l *link) offering() bool {
 	l.omu.Lock()
 	defer l.omu.Unlock()
 	return len(l.offers) > 0
 }
 
-// arm gives the pump's socket reads a deadline d from now. l.lmu is held.
 func (l *link) arm(d time.Duration) {
 	l.armed = true
 	_ = l.sock.nc.SetReadDeadline(time.Now().Add(d))
@@ -106,10 +97,9 @@ func (l *link) arm(d time.Duration) {
 
 // settle decides, once the pump's read deadline passed, whether it stays
 // active (something holds it, or the peer published), parks or ends. It
-// parks while the Peer holds a message offered by address (see offer): it
-// then reads the socket only, with no deadline and no sleep word set, so
-// that the sender's withdrawal is read at once, until a frame comes or
-// kick wakes it.
+// parks while the Peer holds an offer (see offer): it then reads the
+// socket only, with no deadline and no sleep word set, until a frame
+// comes or kick wakes it.
 func (l *link) settle(pending bool) (stop bool) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
@@ -128,14 +118,11 @@ func (l *link) settle(pending bool) (stop bool) {
 }
 
 // pump is l's goroutine while it has work: it reads the socket and
-// consumes the lane in (taking the consumer's lock from calls that poll
-// it), handing what comes to the Peer. When nothing is left it polls
-// briefly (while something holds it), then sets in's sleep word and
-// blocks on the socket: a doorbell, any other frame, the socket's end, or
-// its linger deadline wakes it; parked (see settle), it blocks on the
-// socket only. After the socket's end it drains what the peer published,
-// then returns why the link is lost. It ends when the link is down, or
-// when its linger passed with nothing to do.
+// consumes the lane in, handing what comes to the Peer. With nothing
+// left it polls briefly (while something holds it), then sets in's sleep
+// word and blocks on the socket until a doorbell, another frame, the
+// socket's end or its linger deadline. After the socket's end it drains
+// what the peer published and returns why the link is lost.
 func (l *link) pump() error {
 	s := &pumpState{l: l, buf: make([]byte, maxFrame+1)}
 	return s.run()
@@ -151,9 +138,8 @@ type pumpState struct {
 }
 
 // pollEvery is how many rounds of a busy pump pass between two polls of
-// the socket; readableEvery is how many polls of the lane a spinning pump
-// makes between two looks at the socket (a system call, where a poll of
-// the lane is two loads).
+// the socket (a system call); readableEvery how many polls of the lane
+// (two loads) a spinning pump makes between two looks at the socket.
 const (
 	pollEvery     = 16
 	readableEvery = 1024
@@ -166,7 +152,6 @@ const (
 	roundStop         // the pump ends
 )
 
-// run is the pump's loop; it returns why the link is lost, if it is.
 func (s *pumpState) run() error {
 	l := s.l
 	for {
@@ -194,9 +179,9 @@ func (s *pumpState) run() error {
 	}
 }
 
-// round reads what waits on the socket and in the lane, polls for more
-// while that may pay, and otherwise sets the sleep word for the socket
-// wait that follows. It holds the region throughout.
+// round reads what waits on the socket (every pollEvery rounds) and in
+// the lane, polls for more while that may pay, and otherwise sets the
+// sleep word for the socket wait that follows.
 func (s *pumpState) round() (int, error) {
 	l := s.l
 	if !l.enter() {
@@ -204,9 +189,6 @@ func (s *pumpState) round() (int, error) {
 	}
 	defer l.leave()
 	worked := false
-	// Reading the socket costs a system call: between waits it is polled
-	// every pollEvery rounds (its frames are rare, and a doorbell needs no
-	// reading to have done its work).
 	s.rounds++
 	for s.rounds%pollEvery == 1 && !s.eof {
 		next, err := s.handle(l.sock.poll(s.buf))
@@ -238,9 +220,8 @@ func (s *pumpState) round() (int, error) {
 }
 
 // idle polls the lane while something holds the pump, or after work (the
-// call that work was for may just have returned, before the next begins);
-// not while a call polls the lane itself (see poll). Then an active pump
-// sets the sleep word, unless the peer published meanwhile.
+// next call may be about to begin), unless a call polls it itself; then
+// it sets the sleep word, unless the peer published meanwhile.
 func (s *pumpState) idle() int {
 	l := s.l
 	in := l.in
@@ -276,9 +257,7 @@ func (s *pumpState) idle() int {
 }
 
 // handle processes the result of a socket read (n < 0: nothing to read;
-// n == 0: the socket's end): roundAgain after a frame or a deadline,
-// roundSleep after nothing, roundStop when the link is down or the pump
-// ends.
+// n == 0: the socket's end).
 func (s *pumpState) handle(n int, err error) (int, error) {
 	l := s.l
 	switch {
@@ -304,8 +283,6 @@ func (s *pumpState) handle(n int, err error) (int, error) {
 	return roundSleep, nil
 }
 
-// pending reports whether the peer published what is not consumed yet
-// (false once the link is down).
 func (l *link) pending() bool {
 	if !l.enter() {
 		return false

@@ -52,7 +52,6 @@ const (
 
 var regionMagic = [8]byte{'C', 'H', 'O', 'R', 'E', 'O', 'S', 'M'}
 
-// laneSize is the bytes of one lane of slots slots of slotSize bytes.
 func laneSize(slotSize, slots int) int {
 	return laneHdr + ctlEntries*ctlEntry + slots*(slotHdr+slotSize)
 }
@@ -63,7 +62,6 @@ func regionSize(slotSize, slots int) int {
 	return (n + 4095) &^ 4095
 }
 
-// checkGeometry reports what is wrong with a ring geometry.
 func checkGeometry(slotSize, slots int) error {
 	if slotSize < minSlotSize || slotSize > maxSlotSize || slotSize%64 != 0 || slots < minSlots || slots > maxSlots ||
 		regionSize(slotSize, slots) > maxRegion {
@@ -80,7 +78,6 @@ type geometry struct {
 	low, high       int
 }
 
-// writeHeader initializes a fresh (zeroed) region's header.
 func writeHeader(mem []byte, g geometry) {
 	copy(mem[0:8], regionMagic[:])
 	le := binary.LittleEndian
@@ -93,9 +90,8 @@ func writeHeader(mem []byte, g geometry) {
 	le.PutUint32(mem[36:], uint32(g.high))
 }
 
-// readHeader checks a mapped region's header against what this rank
-// expects (the pair and the group) and the mapping's size, and returns its
-// geometry.
+// readHeader checks a mapped region's header against the pair, the group
+// and the mapping's size, and returns its geometry.
 func readHeader(mem []byte, group uint64, low, high int) (geometry, error) {
 	if len(mem) < regionHdr || [8]byte(mem[0:8]) != regionMagic {
 		return geometry{}, fmt.Errorf("not a choreo region")
@@ -119,11 +115,9 @@ func readHeader(mem []byte, group uint64, low, high int) (geometry, error) {
 }
 
 // lane is one direction of a pair: a view of its part of the mapping.
-// The producer side publishes slots and control entries; the consumer
-// side consumes them. Every shared word is read and written atomically
-// (the two sides are processes: the hardware's atomics order them as they
-// order goroutines), and a slot's bytes are published by the store of
-// head that follows them and released by the store of tail.
+// Every shared word is read and written atomically (the hardware's atomics
+// order processes as they order goroutines); a slot's bytes are published
+// by the store of head that follows them and released by that of tail.
 type lane struct {
 	mem      []byte
 	slotSize int
@@ -133,7 +127,6 @@ type lane struct {
 	sleep, polling                                *atomic.Uint32
 }
 
-// laneAt returns lane k (0 or 1) of a region of geometry g.
 func laneAt(mem []byte, g geometry, k int) *lane {
 	size := laneSize(g.slotSize, g.slots)
 	off := regionHdr + k*size
@@ -148,14 +141,12 @@ func laneAt(mem []byte, g geometry, k int) *lane {
 	}
 }
 
-// slot returns the bytes (header and payload) of slot number i.
 func (l *lane) slot(i uint64) []byte {
 	stride := slotHdr + l.slotSize
 	off := laneHdr + ctlEntries*ctlEntry + int(i%uint64(l.slots))*stride
 	return l.mem[off : off+stride : off+stride]
 }
 
-// ctl returns the bytes of control entry number i.
 func (l *lane) ctl(i uint64) []byte {
 	off := laneHdr + int(i%ctlEntries)*ctlEntry
 	return l.mem[off : off+ctlEntry : off+ctlEntry]

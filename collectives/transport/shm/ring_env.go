@@ -8,18 +8,16 @@ import (
 )
 
 // The variables CHOREO_SHM_SLOT_SIZE and CHOREO_SHM_SLOTS override
-// Config.SlotSize and Config.Slots (a byte count with an optional K or M
-// suffix, a count), so that runs can compare ring geometries without a
-// rebuild. The lower rank of a pair creates the region with its own
-// values, as for Config.
+// Config.SlotSize and Config.Slots, so that runs can compare ring
+// geometries without a rebuild.
 const (
 	envSlotSize = "CHOREO_SHM_SLOT_SIZE"
 	envSlots    = "CHOREO_SHM_SLOTS"
 )
 
-// intFromEnv returns the value of the variable name, or def when it is
-// unset. A suffix K or M (either case, optionally followed by "iB" or
-// "B") multiplies by 1024 or 1024*1024.
+// intFromEnv returns the count the variable name holds (a suffix K or M,
+// either case, with or without "iB" or "B", multiplies by 1<<10 or 1<<20),
+// or def when it is unset.
 func intFromEnv(name string, def int) (int, error) {
 	v := strings.TrimSpace(os.Getenv(name))
 	if v == "" {
@@ -40,7 +38,6 @@ func intFromEnv(name string, def int) (int, error) {
 	return n * mul, nil
 }
 
-// ringFromEnv applies envSlotSize and envSlots to c.
 func (c *Config) ringFromEnv() error {
 	var err error
 	if c.SlotSize, err = intFromEnv(envSlotSize, c.SlotSize); err != nil {

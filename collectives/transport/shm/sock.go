@@ -17,16 +17,13 @@ import (
 var aLongTimeAgo = time.Unix(1, 0)
 
 // sock is a pair's socket once the handshake is done: the frames that
-// must not wait for ring space (see frame.go), and the peer's liveness:
-// its end closes when its process ends, however it ends.
+// must not wait for ring space (see frame.go), and the peer's liveness
+// (its end closes when its process ends).
 //
 // Writes never block their caller: a frame goes out at once when nothing
-// is queued and the socket has room (a message is written whole or not at
-// all), else it is queued, in order, for a flush goroutine. A write that
-// fails (the peer's end closed) stops the writing side only: the reader
-// still reports the peer's end, after which what the peer published is
-// drained; the writer does not lose the peer itself, since it may hold the
-// peer's lock.
+// is queued and the socket has room, else it is queued for a flush
+// goroutine. A failed write stops the writing side only: the reader
+// reports the peer's end (the writer may hold the Peer's lock).
 type sock struct {
 	l  *link // its goroutines are the link's
 	nc *net.UnixConn
@@ -48,7 +45,6 @@ func newSock(l *link, nc *net.UnixConn) (*sock, error) {
 	return &sock{l: l, nc: nc, rc: rc}, nil
 }
 
-// send writes frame b, or queues it.
 func (s *sock) send(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -72,7 +68,6 @@ func (s *sock) send(b []byte) {
 	}
 }
 
-// try writes b unless that would wait, reporting whether it did.
 func (s *sock) try(b []byte) (sent bool, err error) {
 	var werr error
 	cerr := s.rc.Write(func(fd uintptr) bool {
@@ -88,8 +83,6 @@ func (s *sock) try(b []byte) (sent bool, err error) {
 	return werr == nil, werr
 }
 
-// flush writes the queued frames, waiting for room as it must, until the
-// queue is empty.
 func (s *sock) flush() {
 	for {
 		s.mu.Lock()
@@ -113,10 +106,8 @@ func (s *sock) flush() {
 	}
 }
 
-// breakLocked stops writing after a failed write: nothing more is sent,
-// but the socket stays open for reading, so the peer's end is seen as an
-// end (and what it published drained) rather than as a read error. s.mu
-// is held.
+// breakLocked stops writing after a failed write; the socket stays open
+// for reading, so the peer's end is seen as an end. s.mu is held.
 func (s *sock) breakLocked() {
 	s.dead = true
 	s.q = nil
@@ -147,7 +138,6 @@ func (s *sock) poll(buf []byte) (int, error) {
 	return n, nil
 }
 
-// readable reports whether a frame (or the end) waits to be read.
 func (s *sock) readable() bool {
 	var one [1]byte
 	n := -1
@@ -169,8 +159,7 @@ func (s *sock) wait(buf []byte) (int, error) {
 }
 
 // isReset reports whether a read failed because the peer closed its end
-// with frames of ours unread: for this side that is the peer's end like
-// any other, and what the peer published before it is still delivered.
+// with frames of ours unread: an end like any other.
 func isReset(err error) bool {
 	return errors.Is(err, unix.ECONNRESET)
 }
@@ -182,7 +171,6 @@ func readError(err error) error {
 	return fmt.Errorf("socket read: %w", err)
 }
 
-// shut closes the socket; the reader and the flush goroutine end.
 func (s *sock) shut() {
 	s.mu.Lock()
 	s.dead = true

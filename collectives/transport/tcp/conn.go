@@ -16,35 +16,30 @@ import (
 // aLongTimeAgo is a deadline that wakes a blocked read or write at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// readBuf is the size of a connection's read buffer. A payload that does
-// not arrive with its header is read straight where it belongs.
-const readBuf = 64 << 10
-
-// smallFrame is the largest payload copied behind its header into one
-// write; larger ones go out with writev, straight from the caller's slice.
-const smallFrame = 16 << 10
+const (
+	// readBuf is a connection's read buffer; a payload that does not
+	// arrive with its header is read straight where it belongs.
+	readBuf = 64 << 10
+	// smallFrame is the largest payload copied behind its header into one
+	// write; larger ones go out with writev, straight from the caller.
+	smallFrame = 16 << 10
+)
 
 // conn is one authenticated TCP connection of a link (one of its lanes),
 // used in both directions.
 //
-// Writes: a Send writes its frames itself, holding the write lock for one
-// frame at a time (so other tags' frames interleave at frame boundaries)
-// and giving up when its context ends, even mid-frame: the rest of that
-// frame (at most MaxFrame bytes) is then copied and written first by the
-// next writer or the flush goroutine, so frames always arrive whole.
-// Control frames (CTS, credit, retract, abort, ping) are queued and
-// written by a short-lived flush goroutine, so that a reader never blocks
-// on a write.
+// Writes: a Send writes its frames itself, one frame at a time under the
+// write lock, and gives up when its context ends, even mid-frame: the
+// frame's rest is then copied and written first by the next writer or the
+// flush goroutine. Control frames are queued and written by a short-lived
+// flush goroutine, so that a reader never blocks on a write.
 //
-// Reads: at most one reader at a time owns the read state below (reading)
-// and parses frames, never waiting for anything but the socket. The reader
-// is an operation's own goroutine in Wait when no other reader runs (no
-// hand-off from a reader goroutine to the Recv), or else a reader
-// goroutine (readLoop), which runs while operations wait on it (waiters:
-// Holds and Waits) and stops once none does; the heartbeat reads idle
-// connections briefly. A reader is stopped early by a read deadline in the
-// past (kick), which is how a Recv that ends while a reader fills its
-// buffer gets the buffer back at once.
+// Reads: one reader at a time owns the read state (reading): an
+// operation's own goroutine in Wait when no other reader runs, or else a
+// reader goroutine (readLoop), which runs while operations wait on it
+// (waiters: Holds and Waits); the heartbeat reads idle connections
+// briefly. A read deadline in the past (kick) stops a reader early, so
+// that a Recv that ends while a reader fills its buffer gets it back.
 type conn struct {
 	l   *link
 	idx int
@@ -60,18 +55,14 @@ type conn struct {
 	lastWrite atomic.Int64
 	rx        atomic.Int64 // bytes read
 
-	mu      sync.Mutex // reader lifecycle and read deadlines
-	reading bool       // a reader owns the read state
-	kicked  bool       // a kick's deadline is set and not consumed
-	// lingering: the reader reads on to its deadline, waited on or not
-	// (the heartbeat's reader; a reader after large frames, see bulk).
-	lingering bool
+	mu        sync.Mutex // reader lifecycle and read deadlines
+	reading   bool       // a reader owns the read state
+	kicked    bool       // a kick's deadline is set and not consumed
+	lingering bool       // the reader reads on to its deadline, waited on or not
 	dead      bool
-	// waiters counts what waits for a reader of c: Holds and the Waits
-	// in ws. Raised under mu; lowered by their end.
-	waiters atomic.Int32
-	ws      []*waiter // under mu: Waits on another reader
-	nws     atomic.Int32
+	waiters   atomic.Int32 // Holds and the Waits in ws: raised under mu
+	ws        []*waiter    // under mu: Waits on another reader
+	nws       atomic.Int32
 
 	qmu      sync.Mutex
 	ctl      []byte // queued control frames
@@ -89,19 +80,15 @@ type conn struct {
 	sink       *msg.Sink // where cur's payload goes (nil: text, or nowhere)
 	text       []byte    // an abort's text
 	toff       int
-	// bulk: the last frame with a payload had a large one. A reader
-	// goroutine that nothing waits on then lingers (more large frames
-	// likely follow, and restarting a reader for each costs more than
-	// its wake-ups save); after small ones it stops at once, so that the
-	// next Recv reads its message itself.
+	// bulk: the last payload was large. A reader goroutine that nothing
+	// waits on then lingers (more likely follow); after small ones it
+	// stops at once, so that the next Recv reads its message itself.
 	bulk      bool
 	readSince bool // bytes read since the lingering reader's deadline was set
 	nowait    bool // reads do not wait (a Wait polls; see poll.go)
 
-	// A read or write that does not wait, on the raw descriptor (see
-	// poll.go): its buffer and result, and the function rc calls, made
-	// once so that a poll allocates nothing. The read's are the reader's,
-	// the write's are under wsem.
+	// Raw reads and writes that do not wait (see poll.go), with their
+	// funcs made once so that a poll allocates nothing.
 	pr, pw   rawOp
 	prf, pwf func(fd uintptr) bool
 }
@@ -137,8 +124,7 @@ func (c *conn) unlock() { <-c.wsem }
 
 // write writes frame f and its payload from the caller's goroutine. When
 // ctx ends first it returns ctx's error, with sent reporting whether the
-// frame started out (it will then arrive whole: its rest is copied and
-// written before anything else) or not at all.
+// frame started out (its rest is then written before anything else).
 func (c *conn) write(ctx context.Context, f *frame, payload []byte) (sent bool, err error) {
 	if err := c.lock(ctx); err != nil {
 		return false, err
@@ -172,10 +158,9 @@ func (c *conn) write(ctx context.Context, f *frame, payload []byte) (sent bool, 
 	return true, nil
 }
 
-// writeSmall writes f and payload as one copy: one write costs less than
-// a writev of two pieces, and most small frames fit the socket's buffer at
-// once, with no deadline to arm for ctx. It returns the bytes written and
-// keeps the rest in c.partial if it wrote some but not all.
+// writeSmall writes f and payload as one copy (cheaper than a writev, and
+// mostly taken by the socket at once, with no deadline to arm), keeping
+// the rest in c.partial if it wrote some but not all.
 func (c *conn) writeSmall(ctx context.Context, f *frame, payload []byte) (int, error) {
 	var hb [hdrSize]byte
 	b := append(c.wbuf[:0], hb[:]...)
@@ -195,9 +180,8 @@ func (c *conn) writeSmall(ctx context.Context, f *frame, payload []byte) (int, e
 	return n, err
 }
 
-// writeLarge writes f's header and payload with writev, straight from the
-// caller's slice, keeping a copy of the rest in c.partial if it wrote some
-// but not all.
+// writeLarge writes f's header and payload with writev, keeping a copy of
+// the rest in c.partial if it wrote some but not all.
 func (c *conn) writeLarge(ctx context.Context, f *frame, payload []byte) (int, error) {
 	var hb [hdrSize]byte
 	putFrame(hb[:], f)
@@ -215,8 +199,7 @@ func (c *conn) writeLarge(ctx context.Context, f *frame, payload []byte) (int, e
 	return n, err
 }
 
-// cut is the error of a write that failed: ctx's once it ended (the write
-// was cut short for it), else the socket's.
+// cut is the error of a failed write: ctx's once it ended, else err.
 func (c *conn) cut(ctx context.Context, err error) error {
 	if e := transport.CtxError(ctx); e != nil {
 		return e
@@ -235,7 +218,7 @@ func (c *conn) leftover() {
 }
 
 // writeWithin writes bufs, cut short by a write deadline in the past once
-// ctx ends. It returns the bytes written.
+// ctx ends.
 func (c *conn) writeWithin(ctx context.Context, bufs ...[]byte) (int, error) {
 	wr := func() (int, error) {
 		if len(bufs) == 1 {
@@ -292,8 +275,8 @@ func (c *conn) ping() {
 }
 
 // flush writes the rest of a cut frame, then the queued control frames,
-// until nothing is left. Its writes have no deadline: a peer that stops
-// reading is lost after PeerTimeout, which closes the connection.
+// until nothing is left; with no deadline (a peer that stops reading is
+// lost after PeerTimeout, which closes the connection).
 func (c *conn) flush() {
 	for {
 		c.qmu.Lock()

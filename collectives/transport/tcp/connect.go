@@ -11,9 +11,8 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// Listener is a rank's listening socket, opened before the ranks' addresses
-// are handed out (so that a port the OS picked can be one of them) and
-// used by exactly one ConnectLinks, which closes it.
+// Listener is a rank's listening socket, opened before the ranks'
+// addresses are handed out and used by one ConnectLinks, which closes it.
 type Listener struct {
 	ln net.Listener
 }
@@ -34,13 +33,11 @@ func (l *Listener) Addr() string { return l.ln.Addr().String() }
 // Close closes the listener (ConnectLinks does so itself).
 func (l *Listener) Close() error { return l.ln.Close() }
 
-// ConnectLinks joins the group's tcp mesh (see the package doc), with l
-// for the lower peers that dial this rank (nil where none does), and
-// returns the links to cfg.Peers by rank (nil elsewhere) once every
-// connection is up, for a msg.Endpoint whose MaxBuffered is at least
-// cfg.MaxBuffered. It closes l: a group's mesh is built once. ctx bounds
-// the whole; on failure everything is closed and the error names the
-// peers still missing.
+// ConnectLinks joins the group's tcp mesh, with l for the lower peers
+// that dial this rank (nil where none does), and returns the links to
+// cfg.Peers by rank (nil elsewhere), for a msg.Endpoint whose MaxBuffered
+// is at least cfg.MaxBuffered. It closes l. ctx bounds the whole; on
+// failure everything is closed and the error names the peers missing.
 func (l *Listener) ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, error) {
 	var ln net.Listener
 	if l != nil {
@@ -79,7 +76,7 @@ func (l *Listener) ConnectLinks(ctx context.Context, cfg Config) ([]msg.Link, er
 	return links, nil
 }
 
-// The limits a rank announces in the handshake (big endian): MaxFrame u32
+// limitsSize is the hello a rank announces (big endian): MaxFrame u32
 // [0:4], MaxBuffered u32 [4:8] (the window its peers may fill).
 const limitsSize = 8
 
@@ -90,7 +87,6 @@ func ourLimits(cfg Config) []byte {
 	return b
 }
 
-// peerLimits reads limits checkLimits has checked.
 func peerLimits(b []byte) (maxFrame, window int) {
 	return int(binary.BigEndian.Uint32(b[0:])), int(binary.BigEndian.Uint32(b[4:]))
 }

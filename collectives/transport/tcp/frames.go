@@ -7,10 +7,6 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// Reading frames: the reader parses headers out of its read buffer and
-// hands each frame to the link's msg.Peer; a payload goes where the Peer's
-// Sink says, straight from the socket when it did not come with its header.
-
 // protoError marks a read error as the peer breaking the protocol.
 type protoError struct{ err error }
 
@@ -44,8 +40,7 @@ func (c *conn) step() error {
 }
 
 // readPayload reads the rest of the current payload from the socket
-// straight where its Sink says (a Recv's buffer, say), or, where the Sink
-// drops it, into the read buffer, which forgets it.
+// straight where its Sink says, or into the read buffer to drop it.
 func (c *conn) readPayload() error {
 	dst := c.sink.Take(c.left)
 	if len(dst) == 0 {
@@ -125,8 +120,8 @@ func (c *conn) begin(f *frame) error {
 	return nil
 }
 
-// dispatch hands frame f to the link's peer (once the link is down, to
-// no one: its payload is dropped).
+// dispatch hands frame f to the link's Peer (to no one once the link is
+// down).
 func (c *conn) dispatch(f *frame) error {
 	l := c.l
 	select {

@@ -16,13 +16,9 @@ import (
 )
 
 const (
-	// maxRTS bounds the messages per peer and direction that wait for
-	// their Recv (msg.Limits.MaxRTS).
-	maxRTS = 4096
+	maxRTS = 4096 // msg.Limits.MaxRTS
 	// linger is how long a reader goroutine that nothing waits on reads
-	// on after large frames (and again while they keep coming);
-	// drainLinger is how long a reader started by the heartbeat reads
-	// when nothing waits on it.
+	// on after large frames; drainLinger how long the heartbeat's reads.
 	linger      = 20 * time.Millisecond
 	drainLinger = 2 * time.Millisecond
 	// endGrace bounds how long a link whose connection ended cleanly
@@ -31,13 +27,9 @@ const (
 )
 
 // link is a msg.Link over the ConnsPerPeer authenticated TCP connections
-// of one pair of ranks. A tag's messages travel on one connection (its
-// lane, LaneOf), so they stay in order while other tags' never wait behind
-// them. The link keeps the peer's eager window (credit, handed back by
-// CREDIT frames), writes frames from the caller's goroutine, reads them on
-// a Wait's goroutine or a reader goroutine (see conn), and hands each to
-// its msg.Peer. It reports the peer's end once, through Peer.Lose or
-// Peer.Protocol.
+// of one pair of ranks, each a lane (see conn). It keeps the peer's eager
+// window (credit, handed back by CREDIT frames) and reports the peer's
+// end once.
 type link struct {
 	cfg   *Config // this rank's
 	rank  int     // the peer's
@@ -46,9 +38,7 @@ type link struct {
 	poll  *spin.Adaptive
 	epoch time.Time // lastRead and lastWrite count from it
 
-	// From the handshake: the peer's limits, the smallest any of its
-	// connections announced.
-	maxFrame, window int
+	maxFrame, window int        // the least the peer's connections announced
 	limits           msg.Limits // Limits(), from Start on
 
 	cmu    sync.Mutex
@@ -61,8 +51,6 @@ type link struct {
 
 var _ msg.Link = (*link)(nil)
 
-// newLink is the link to rank over its authenticated connections: it
-// keeps the smallest limits they announced.
 func newLink(cfg *Config, rank int, ms []mesh.Link) *link {
 	l := &link{cfg: cfg, rank: rank, conns: make([]*conn, len(ms)), epoch: time.Now(), down: make(chan struct{})}
 	for i, ml := range ms {
@@ -81,15 +69,12 @@ func newLink(cfg *Config, rank int, ms []mesh.Link) *link {
 
 func (l *link) now() int64 { return int64(time.Since(l.epoch)) }
 
-// goAdd runs f in a goroutine the Endpoint's Close waits for; it returns
-// false (and runs nothing) once Close has begun.
 func (l *link) goAdd(f func()) bool { return l.peer.Go(f) }
 
 // errDown is what a write finds on a link gone down: the Endpoint returns
 // the peer's loss (or its own close) instead.
 var errDown = errors.New("tcp: link down")
 
-// Start implements msg.Link: the peer's frames go to p from now on.
 func (l *link) Start(p *msg.Peer) {
 	l.peer = p
 	l.poll = p.Poll()
@@ -105,8 +90,6 @@ func (l *link) Start(p *msg.Peer) {
 	}
 }
 
-// Limits implements msg.Link: what both sides announced in the handshake
-// allows.
 func (l *link) Limits() msg.Limits {
 	return msg.Limits{
 		EagerMax: min(l.cfg.EagerMax, l.maxFrame, l.window-msg.Overhead),
@@ -115,11 +98,9 @@ func (l *link) Limits() msg.Limits {
 	}
 }
 
-// LaneOf implements msg.Link: one tag always travels on one connection, so
-// its messages stay in order. A collective's steps go round the
-// connections from a place its (Group, Seq) hashes to, so that the
-// messages of consecutive steps (a ring's chunks in flight) spread evenly
-// over them.
+// LaneOf: a collective's steps go round the connections from a place its
+// (Group, Seq) hashes to, so that consecutive steps (a ring's chunks in
+// flight) spread evenly over them.
 func (l *link) LaneOf(tag transport.Tag) int {
 	n := uint64(len(l.conns))
 	if n == 1 {
@@ -134,9 +115,8 @@ func (l *link) LaneOf(tag transport.Tag) int {
 
 func (l *link) connOf(tag transport.Tag) *conn { return l.conns[l.LaneOf(tag)] }
 
-// Eager implements msg.Link: one EAGER frame when data fits EagerMax and
-// the peer's window. A frame cut short by ctx is finished from a copy and
-// arrives whole: its Send succeeded.
+// Eager: a frame cut short by ctx is finished from a copy and arrives
+// whole, so its Send succeeded.
 func (l *link) Eager(ctx context.Context, tag transport.Tag, data []byte, _ bool) (bool, error) {
 	n := len(data)
 	cost := int64(n) + msg.Overhead
@@ -161,21 +141,17 @@ func (l *link) Eager(ctx context.Context, tag transport.Tag, data []byte, _ bool
 	return true, err
 }
 
-// Announce implements msg.Link: an RTS frame (tcp offers nothing for a
-// single-copy read).
 func (l *link) Announce(ctx context.Context, tag transport.Tag, id uint64, data []byte) (sent, offered bool, err error) {
 	f := frame{Type: fRTS, Group: tag.Group, Seq: tag.Seq, Step: tag.Step, ID: id, Size: uint64(len(data))}
 	sent, err = l.connOf(tag).write(ctx, &f, nil)
 	return sent, false, err
 }
 
-// Chunk implements msg.Link: a CHUNK frame, straight from part.
 func (l *link) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int, part []byte) (bool, error) {
 	f := frame{Type: fChunk, Len: uint32(len(part)), ID: id, Size: uint64(off)}
 	return l.connOf(tag).write(ctx, &f, part)
 }
 
-// Answer implements msg.Link: a CTS frame on lane.
 func (l *link) Answer(lane int, id uint64, a msg.Answer) {
 	flags := uint8(ctsOK)
 	switch a {
@@ -187,7 +163,6 @@ func (l *link) Answer(lane int, id uint64, a msg.Answer) {
 	l.conns[lane].enqueue((&frame{Type: fCTS, Flags: flags, ID: id}).bytes())
 }
 
-// Retract implements msg.Link: a RETRACT frame on tag's lane.
 func (l *link) Retract(tag transport.Tag, id uint64, ack bool) {
 	f := frame{Type: fRetract, ID: id}
 	if ack {
@@ -196,12 +171,10 @@ func (l *link) Retract(tag transport.Tag, id uint64, ack bool) {
 	l.connOf(tag).enqueue(f.bytes())
 }
 
-// Consumed implements msg.Link: a CREDIT frame.
 func (l *link) Consumed(n int64) {
 	l.conns[0].enqueue((&frame{Type: fCredit, Size: uint64(n)}).bytes())
 }
 
-// credited takes a CREDIT frame's n bytes back into the peer's window.
 func (l *link) credited(n uint64) error {
 	l.cmu.Lock()
 	defer l.cmu.Unlock()
@@ -212,9 +185,8 @@ func (l *link) credited(n uint64) error {
 	return nil
 }
 
-// Abort implements msg.Link: an ABORT frame on every connection (the peer
-// may be reading only the one its Recv's message comes on; it keeps the
-// first copy).
+// Abort goes on every connection: the peer may be reading only the one
+// its Recv's message comes on (it keeps the first copy).
 func (l *link) Abort(a *transport.AbortError, at int64) {
 	text := a.Cause.Error()
 	if len(text) > maxAbortText {
@@ -228,34 +200,29 @@ func (l *link) Abort(a *transport.AbortError, at int64) {
 	}
 }
 
-// Ping implements msg.Link.
 func (l *link) Ping() {
 	for _, c := range l.conns {
 		c.ping()
 	}
 }
 
-// Hold implements msg.Link.
 func (l *link) Hold(lane int) { l.conns[lane].await() }
 
-// Release implements msg.Link.
 func (l *link) Release(lane int, _ bool) { l.conns[lane].unwait() }
 
-// Wait implements msg.Link (see conn.wait).
 func (l *link) Wait(ctx context.Context, lane int, ready func() bool) {
 	l.conns[lane].wait(ctx, ready)
 }
 
-// Wake implements msg.Link.
 func (l *link) Wake(lane int) {
 	c := l.conns[lane]
 	c.kick()
 	c.wakeAll()
 }
 
-// Tick implements msg.Link: it pings the connections nothing was written
-// on for half a heartbeat, has each read briefly (pings, aborts, a peer's
-// end) and reports the connection heard from least recently.
+// Tick pings the connections nothing was written on for half a
+// heartbeat, has each read briefly and reports the one heard from least
+// recently.
 func (l *link) Tick() int64 {
 	now := l.now()
 	heard := now
@@ -271,8 +238,8 @@ func (l *link) Tick() int64 {
 	return l.epoch.UnixNano() + heard
 }
 
-// lose takes the link down for cause, once, and tells the peer: its
-// connections close.
+// lose takes the link down for cause, once, closing its connections, and
+// tells the Peer.
 func (l *link) lose(cause error) {
 	first := false
 	l.downOnce.Do(func() {
@@ -298,12 +265,9 @@ func (l *link) lose(cause error) {
 	}
 }
 
-// ended takes the link down once connection c has ended cleanly (the peer
-// closed it, having written everything before): at once where c was the
-// only one, else once the other connections have ended too, or after
-// endGrace. A peer that goes closes all its connections, and each
-// delivers what was written on it before its end: what the peer sent on
-// another connection before it went is read, not dropped with the loss.
+// ended takes the link down once connection c has ended cleanly, when the
+// other connections have ended too (or after endGrace): what the peer
+// sent on them before it went is read, not dropped with the loss.
 func (l *link) ended(c *conn, cause error) {
 	deadline := time.Now().Add(endGrace)
 	for time.Now().Before(deadline) && !l.closing.Load() {
@@ -322,8 +286,6 @@ func (l *link) ended(c *conn, cause error) {
 	l.lose(cause)
 }
 
-// Close implements msg.Link: the connections close, so the link's
-// goroutines end (the Endpoint's Close waits for them).
 func (l *link) Close() {
 	l.closing.Store(true)
 	l.lose(transport.ErrClosed)

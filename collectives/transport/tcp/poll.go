@@ -7,13 +7,11 @@ import (
 	"syscall"
 )
 
-// Polling. An operation that reads its connection itself (conn.readUntil,
-// in the link's Wait) first polls the socket with reads that do not wait,
-// for the budget the Endpoint's spin.Adaptive gives it (Peer.Poll), before
-// it blocks in the netpoller: a message that arrives while it polls is
-// read at once, with no wake-up of a parked thread (the netpoller's, and
-// the kernel's wake-up of a sleeping reader, which the sender's write pays
-// for on loopback), which on small messages is most of their latency.
+// Polling. An operation that reads its connection itself (conn.readUntil)
+// first polls the socket with reads that do not wait, for the Endpoint's
+// budget (Peer.Poll), before it blocks in the netpoller: a message that
+// arrives meanwhile needs no wake-up of a parked thread, which on small
+// messages is most of their latency.
 
 // errWouldBlock is a read that does not wait finding nothing to read.
 var errWouldBlock = errors.New("tcp: read would block")
@@ -58,10 +56,8 @@ func (c *conn) read(b []byte) (int, error) {
 	return n, nil
 }
 
-// tryWrite writes b if the socket takes it at once, without waiting, and
-// returns the bytes it took (0 where it would wait or has no raw
-// descriptor; an error is left to the ordinary write that follows). The
-// caller holds wsem.
+// tryWrite writes what of b the socket takes at once (an error is left to
+// the ordinary write that follows). The caller holds wsem.
 func (c *conn) tryWrite(b []byte) int {
 	if c.rc == nil {
 		return 0

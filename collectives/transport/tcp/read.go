@@ -14,11 +14,9 @@ import (
 	"github.com/choreo-gpu/choreo/internal/spin"
 )
 
-// Who reads a connection, and for how long (see conn).
-
 // waiter is a Wait on a connection that another reader reads: that reader
-// wakes it once its ready turns (checked after every read), as do Wake,
-// the connection's end and the heartbeat.
+// wakes it once its ready turns, as do Wake, the connection's end and the
+// heartbeat.
 type waiter struct {
 	ready func() bool
 	ch    chan struct{} // closed once woken
@@ -42,11 +40,9 @@ func (c *conn) startLocked(deadline time.Time) {
 	}
 }
 
-// drain starts a reader goroutine, if none runs, that reads for
-// drainLinger from when it runs (not from now: on a busy machine it may
-// start late, and a deadline already past would let it read nothing,
-// leaving a talking peer silent to the heartbeat): the heartbeat's reading
-// of an idle connection.
+// drain is the heartbeat's reading of an idle connection: a reader
+// goroutine, if none runs, that reads for drainLinger from when it runs
+// (a late start must not leave a talking peer silent to the heartbeat).
 func (c *conn) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -68,14 +64,12 @@ func (c *conn) drain() {
 }
 
 // await registers an operation that waits for a reader of c to deliver
-// its frame. It starts no reader: the operation waits in Wait, which
-// reads itself or hands c to a reader goroutine when it ends with
-// operations waiting. The operation's end calls unwait.
+// its frame; it starts no reader (the operation's Wait reads, or hands c
+// to a reader goroutine).
 func (c *conn) await() { c.waiters.Add(1) }
 
-// unwait ends what await began. The last one kicks a reader goroutine
-// that might now wait for no one, so that it stops and frees c for a Recv
-// that would read it itself.
+// unwait ends what await began; the last one kicks a reader goroutine
+// that may now wait for no one, freeing c for a Recv's own reading.
 func (c *conn) unwait() {
 	if c.waiters.Add(-1) == 0 {
 		c.kick()
@@ -83,9 +77,7 @@ func (c *conn) unwait() {
 }
 
 // stopIfIdle ends a reader goroutine's reading, between frames, when
-// nothing waits on it, and reports whether it did. A lingering reader
-// reads on to its deadline; after large frames the reader starts to
-// linger instead of stopping.
+// nothing waits on it and it does not linger, and reports whether it did.
 func (c *conn) stopIfIdle() bool {
 	if c.left > 0 || c.hn > 0 {
 		return false // a frame is coming in: finish it
@@ -104,7 +96,6 @@ func (c *conn) stopIfIdle() bool {
 	return true
 }
 
-// lingerLocked makes the reader read on for linger. c.mu is held.
 func (c *conn) lingerLocked() {
 	c.lingering = true
 	c.readSince = false
@@ -121,15 +112,13 @@ func (c *conn) kick() {
 	}
 }
 
-// touch notes n bytes read now.
 func (c *conn) touch(n int) {
 	c.lastRead.Store(c.l.now())
 	c.rx.Add(int64(n))
 	c.readSince = true
 }
 
-// readLoop is the reader goroutine: it reads while operations wait on it
-// (a deadline, a kick or the heartbeat's, ends it when none does).
+// readLoop is the reader goroutine: it reads while operations wait on it.
 func (c *conn) readLoop() {
 	for {
 		err := c.step()
@@ -164,8 +153,8 @@ func (c *conn) readLoop() {
 	}
 }
 
-// failed ends c's reading after a read error err (not a deadline): c is
-// dead and, unless it was already, its link goes down.
+// failed ends c's reading after a read error (not a deadline): c is dead
+// and, unless it was already, its link goes down.
 func (c *conn) failed(err error) {
 	c.mu.Lock()
 	c.reading = false
@@ -194,10 +183,8 @@ func readError(err error) error {
 	return fmt.Errorf("read: %w", err)
 }
 
-// wait returns once ready holds, ctx ends or c is dead. When no reader
-// owns c, the caller reads c itself meanwhile, on its own goroutine: an
-// operation takes its message off the socket (and any frame before it)
-// with no reader goroutine to wake it. Otherwise it waits on that reader.
+// wait returns once ready holds, ctx ends or c is dead, reading c itself
+// meanwhile when no reader owns it, else waiting on that reader.
 func (c *conn) wait(ctx context.Context, ready func() bool) {
 	if ready() {
 		return
@@ -207,8 +194,6 @@ func (c *conn) wait(ctx context.Context, ready func() bool) {
 	case own:
 		c.readUntil(ctx, ready)
 	case w != nil:
-		// The frame is often microseconds away: poll before parking where
-		// processors are to spare (see internal/spin).
 		if !spin.Until(spin.Budget(), func() bool { return w.woken.Load() || ready() }) {
 			select {
 			case <-w.ch:
@@ -220,7 +205,7 @@ func (c *conn) wait(ctx context.Context, ready func() bool) {
 }
 
 // enter makes the caller c's reader when none runs (own), else registers
-// a waiter for ready with the reader that runs; neither on a dead c.
+// a waiter with the reader that runs; neither on a dead c.
 func (c *conn) enter(ready func() bool) (w *waiter, own bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -247,8 +232,8 @@ func (c *conn) leave(w *waiter) {
 	}
 }
 
-// drop removes w from the waiters and reports whether it was there: its
-// count in c.waiters is then the caller's to lower.
+// drop removes w from the waiters and reports whether it was there (its
+// count in c.waiters is then the caller's to lower).
 func (c *conn) drop(w *waiter) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -262,9 +247,8 @@ func (c *conn) drop(w *waiter) bool {
 }
 
 // readUntil reads c on the calling goroutine until ready holds, ctx ends
-// or c dies, polling first (see poll.go), then waiting in the netpoller;
-// then it hands c to a reader goroutine if operations wait on one or a
-// frame is half read.
+// or c dies, polling first (see poll.go); then it hands c to a reader
+// goroutine if operations wait on one or a frame is half read.
 func (c *conn) readUntil(ctx context.Context, ready func() bool) {
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, c.kick)
@@ -319,8 +303,7 @@ func (c *conn) unkick() bool {
 	return true
 }
 
-// notify wakes the waiters whose ready holds, and no longer counts them
-// (at once: a reader goroutine then stops if nothing else waits).
+// notify wakes the waiters whose ready holds and stops counting them.
 func (c *conn) notify() {
 	if c.nws.Load() == 0 {
 		return
@@ -333,7 +316,6 @@ func (c *conn) notify() {
 	}
 }
 
-// wakeAll wakes every waiter, ready or not.
 func (c *conn) wakeAll() {
 	for _, w := range c.waiting() {
 		w.wake()
