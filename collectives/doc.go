@@ -5,6 +5,11 @@
 //	y, err := groups[r].AllReduce(s, x, collectives.Sum)
 //	vals, err := array.ToSlice[float32](ctx, y)      // the data, or the collective's error
 //
+// A group whose ranks live in separate processes (one rank each, on one
+// host or several) is made by package collectives/cluster's Join, which
+// brings the control plane (gRPC) and the data plane's carriers; this
+// package imports neither, so an in-process program links none of them.
+//
 // Every op returns at once with its output array. On the GPU stream it puts
 // [update_gpu(input) if the input has a producer event] and wait_gpu(output);
 // on the rank's own communication stream it queues a task that runs
@@ -51,9 +56,9 @@
 // vendor library such as NCCL moves the bytes), ledger.go (refusing GPU
 // stream orders that would
 // deadlock), split.go (Split and subgroups), hosts.go (WithHosts: the
-// ranks' hosts, for the algorithms in levels), dataplane.go (Join's data
-// plane: a carrier per pair of ranks under one message layer), staging.go (pinned staging
-// buffers), report.go (the failure report). The package imports the layers
+// ranks' hosts, for the algorithms in levels), join.go (NewJoined: the
+// group cluster.Join makes over its data plane), staging.go (pinned
+// staging buffers), report.go (the failure report). The package imports the layers
 // below it: actors, streams, fence, array, collectives/algo and
 // collectives/transport (see internal/layers).
 package collectives

@@ -1,18 +1,31 @@
-// Package cluster is a rank's control plane across processes: the ranks
-// of a group meet at a rendezvous over protoactor remoting, learn each
-// other's addresses, and watch each other for the rest of the group's life.
+// Package cluster makes groups whose ranks live in separate processes, on
+// one host or several: Join, from a JoinConfig that FromEnv reads from the
+// variables a launcher set (choreorun's, torchrun's, Open MPI's, Slurm's).
 //
-// Each rank's runtime runs one Node, an actor reachable on its remote
-// under the well-known name Name. Rank 0's Node hosts the rendezvous: the
-// other ranks say Hello (their rank, world size, run, control and data
-// addresses) until it answers with a Roster, sent once every rank is there
-// (and, before that, with the ranks seen so far, so that a rank that gives
-// up can name the missing ones). The Roster carries the group id that
-// every rank's data plane and Group use.
+//	rt, err := actors.NewRuntime()
+//	g, err := cluster.Join(ctx, rt, cluster.FromEnv()) // this process's rank
+//	y, err := g.AllReduce(s, x, collectives.Sum)       // a collectives.Group as any other
+//
+// Join starts the runtime's control plane (actors/remoting: protoactor
+// remoting over gRPC), meets the other ranks at a rendezvous, links the
+// data plane to every peer (each pair by the best carrier both have:
+// shared memory inside a host, TCP across hosts; JoinConfig.Transport),
+// and makes the group with collectives.NewJoined. Only programs that
+// import this package link gRPC and the carriers.
+//
+// The ranks of a group meet at a rendezvous over remoting, learn each
+// other's addresses, and watch each other for the rest of the group's
+// life. Each rank's runtime runs one Node, an actor reachable on its
+// remote under the well-known name Name. Rank 0's Node hosts the
+// rendezvous: the other ranks say Hello (their rank, world size, run,
+// control and data addresses) until it answers with a Roster, sent once
+// every rank is there (and, before that, with the ranks seen so far, so
+// that a rank that gives up can name the missing ones). The Roster
+// carries the group id that every rank's data plane and Group use.
 //
 // The rendezvous fails fast where waiting cannot help: a rank whose dial
 // to rank 0 fails to authenticate (the secrets differ) fails within
-// helloEvery with the control plane's remoting.ErrAuth; on rank 0, a rank
+// helloEvery with ErrAuth; on rank 0, a rank
 // whose control connection ends before the roster is complete is dropped
 // (its process died), and a new process may take its rank; a rank that
 // rank 0 answered fails with ErrPeerLost when rank 0's connection ends,
@@ -30,6 +43,7 @@
 //
 // Messages are the protobuf types of package wire; none is on a
 // collective's hot path (collectives carry their own aborts on the data
-// plane). Layering: cluster imports actors and wire, and nothing of
-// collectives; collectives.Join composes it with the TCP data plane.
+// plane). Layering: cluster imports collectives, actors/remoting, wire and
+// the carriers (collectives/transport/tcp, collectives/transport/shm);
+// nothing below it imports cluster.
 package cluster

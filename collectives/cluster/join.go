@@ -47,7 +47,7 @@ const mismatchWait = 3 * time.Second
 // disagrees with rank 0 (world size, run, protocol version, a rank taken
 // twice) with ErrMismatch. Some failures come at once instead: a rank
 // whose secret differs from rank 0's fails within a second, its error
-// wrapping remoting.ErrAuth ("authentication failed"); ranks that
+// wrapping ErrAuth ("authentication failed"); ranks that
 // name different transports all fail with ErrMismatch naming each rank's,
 // and a transport named that cannot link some pair (shm across hosts)
 // with ErrBadArgument naming the pair, as soon as the roster arrives; a rank that dies after its hello and before the roster
