@@ -60,11 +60,3 @@ func (c Config) check(links []Link) error {
 	}
 	return nil
 }
-
-// checkLimits reports what is wrong with a link's limits.
-func checkLimits(rank int, lim Limits) error {
-	if lim.Chunk < 1 || lim.MaxRTS < 1 || lim.EagerMax < 0 {
-		return fmt.Errorf("msg: link to rank %d: %w: limits %+v", rank, transport.ErrBadArgument, lim)
-	}
-	return nil
-}

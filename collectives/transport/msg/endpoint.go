@@ -54,9 +54,8 @@ var (
 )
 
 // New builds the endpoint of cfg.Rank over links (indexed by rank,
-// links[cfg.Rank] nil): it reads every link's Limits, starts every link
-// with its Peer and starts the heartbeat. On an error it closes the
-// links.
+// links[cfg.Rank] nil) and starts them and the heartbeat. On an error it
+// closes the links.
 func New(cfg Config, links []Link) (*Endpoint, error) {
 	cfg.Name = cmp.Or(cfg.Name, "msg")
 	if cfg.Logger == nil {
@@ -102,44 +101,21 @@ func closeLinks(links []Link) {
 	}
 }
 
-// Rank is this endpoint's rank.
 func (e *Endpoint) Rank() int { return e.cfg.Rank }
 
-// Size is the number of ranks in the group.
 func (e *Endpoint) Size() int { return e.cfg.Size }
 
-// Stats counts what an Endpoint dropped and how it received.
+// Stats counts the peers an Endpoint dropped for breaking the protocol
+// (a malformed frame, a window overrun, an unknown chunk), the peers it
+// lost for any reason, and the messages it received by reading the
+// sender's memory (SingleCopy).
 type Stats struct {
-	// ProtocolErrors is the number of peers dropped for breaking the
-	// protocol (a malformed frame, a window overrun, an unknown chunk).
-	ProtocolErrors uint64
-	// PeersLost is the number of peers lost, whatever the reason.
-	PeersLost uint64
-	// SingleCopies is the number of messages received by reading the
-	// sender's memory (SingleCopy).
-	SingleCopies uint64
+	ProtocolErrors, PeersLost, SingleCopies uint64
 }
 
-// Stats returns the counters.
 func (e *Endpoint) Stats() Stats {
 	return Stats{ProtocolErrors: e.protoErrs.Load(), PeersLost: e.lostPeers.Load(),
 		SingleCopies: e.singleCopies.Load()}
-}
-
-// goAdd runs f in a goroutine Close waits for; it returns false (and runs
-// nothing) once Close has begun.
-func (e *Endpoint) goAdd(f func()) bool {
-	e.gmu.Lock()
-	defer e.gmu.Unlock()
-	if e.stopped {
-		return false
-	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // wrap gives err its origin: the endpoint, the peer, the call and tag.
@@ -157,12 +133,10 @@ func (e *Endpoint) peerOf(r int) (*Peer, error) {
 	return e.peers[r], nil
 }
 
-// LosePeer marks rank lost for cause, as if its link had ended: its
-// pending and future operations fail with transport.ErrPeerLost wrapping
-// cause (eager messages that arrived whole stay receivable) and its link
-// closes. A control plane that learns of a peer's death first calls it so
-// that no operation waits for the peer timeout. An unknown rank, this
-// rank, or a peer already lost is ignored.
+// LosePeer marks rank lost for cause, as if its link had ended (see
+// Peer.Lose): a control plane that learns of a peer's death first calls
+// it so that no operation waits for the peer timeout. An unknown rank,
+// this rank, or a peer already lost is ignored.
 func (e *Endpoint) LosePeer(rank int, cause error) {
 	p, err := e.peerOf(rank)
 	if err != nil {
@@ -171,13 +145,11 @@ func (e *Endpoint) LosePeer(rank int, cause error) {
 	if cause == nil {
 		cause = fmt.Errorf("rank %d reported lost", rank)
 	}
-	p.lose(cause)
+	p.Lose(cause)
 }
 
-// Close shuts this endpoint down: its operations fail with ErrClosed, its
-// links close (so the peers' operations with it fail with ErrPeerLost),
-// and it returns once every goroutine it or its links started has ended.
-// Close is idempotent.
+// Close shuts this endpoint down and returns once every goroutine it or
+// its links started has ended.
 func (e *Endpoint) Close() error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
@@ -190,7 +162,7 @@ func (e *Endpoint) Close() error {
 		e.gmu.Unlock()
 		for _, p := range e.peers {
 			if p != nil {
-				p.lose(nil)
+				p.Lose(nil)
 			}
 		}
 		e.wg.Wait()

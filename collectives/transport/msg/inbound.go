@@ -168,11 +168,3 @@ func (p *Peer) Aborted(group, seq uint64, at int64, code transport.CauseCode, te
 		p.e.sweep(transport.Tag{Group: group, Seq: seq}, a)
 	}
 }
-
-// Lose declares the peer lost for cause: its operations fail with
-// transport.ErrPeerLost (what arrived whole stays receivable).
-func (p *Peer) Lose(cause error) { p.lose(cause) }
-
-// Protocol declares the peer lost for breaking the protocol (counted in
-// the Endpoint's Stats).
-func (p *Peer) Protocol(err error) { p.protocol(err) }

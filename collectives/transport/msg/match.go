@@ -35,13 +35,13 @@ type inMsg struct {
 	sink   Sink   // its current frame's (one frame of a message at a time)
 }
 
-// sinkOf readies m's Sink for a frame of kind from off to end.
 func (m *inMsg) sinkOf(p *Peer, kind, off, end int) *Sink {
 	m.sink = Sink{p: p, m: m, kind: kind, off: off, end: end}
 	return &m.sink
 }
 
-// unhold ends m's Hold of its lane, once. p.mu is held.
+// unhold ends m's Hold of its lane, once. p.mu is held (as it is in all
+// the functions below).
 func (m *inMsg) unhold(p *Peer, delivered bool) {
 	if m.held {
 		m.held = false
@@ -94,8 +94,7 @@ func (p *Peer) tidy(tag transport.Tag, q *tagQ) {
 }
 
 // arrivedLocked reports whether tag's next message from p has arrived
-// whole and waits for its Recv: such a Recv succeeds even after p is
-// lost. p.mu is held.
+// whole and waits for its Recv, which then succeeds even after p is lost.
 func (p *Peer) arrivedLocked(tag transport.Tag) bool {
 	q := p.queues[tag]
 	return q != nil && q.active == nil && len(q.posted) == 0 && len(q.arrived) > 0 && q.arrived[0].eager
@@ -105,7 +104,7 @@ func (p *Peer) arrivedLocked(tag transport.Tag) bool {
 // queue; a matched r is detached from its message (whose remaining bytes
 // are then dropped); a busy r is ended by its busy side. An r that waits
 // in the link's Wait and fails is woken there. Once done holds its value
-// r is not touched (its Recv may recycle it). p.mu is held.
+// r is not touched (its Recv may recycle it).
 func (p *Peer) end(r *op, err error) {
 	if r.state == opDone {
 		return
@@ -140,8 +139,8 @@ func (p *Peer) end(r *op, err error) {
 	}
 }
 
-// failPosted ends tag queue q's posted Recvs with err, leaving q (and
-// p.queues) as they are but for that. p.mu is held.
+// failPosted ends queue q's posted Recvs with err, leaving q otherwise as
+// it is.
 func (p *Peer) failPosted(q *tagQ, err error) {
 	for i, r := range q.posted {
 		q.posted[i] = nil
@@ -152,7 +151,6 @@ func (p *Peer) failPosted(q *tagQ, err error) {
 }
 
 // match pairs tag's arrived messages with its posted Recvs, in order.
-// p.mu is held.
 func (p *Peer) match(tag transport.Tag, q *tagQ) {
 	for q.active == nil && len(q.posted) > 0 && len(q.arrived) > 0 {
 		m := pop(&q.arrived)
@@ -181,7 +179,7 @@ func (p *Peer) match(tag transport.Tag, q *tagQ) {
 
 // start begins the transfer of announced message m into Recv r: read by
 // address on r's goroutine where the link can, else answered Go, its
-// chunks awaited on its lane. p.mu is held.
+// chunks awaited on its lane.
 func (p *Peer) start(q *tagQ, m *inMsg, r *op) {
 	m.op = r
 	r.m = m
@@ -205,7 +203,7 @@ func (p *Peer) start(q *tagQ, m *inMsg, r *op) {
 }
 
 // complete ends an announced message whose bytes have all arrived and
-// returns its queue if that may now match more. p.mu is held.
+// returns its queue if that may now match more.
 func (p *Peer) complete(m *inMsg) *tagQ {
 	if r := m.op; r != nil {
 		p.end(r, nil)
@@ -224,7 +222,7 @@ func (p *Peer) complete(m *inMsg) *tagQ {
 
 // retract drops message id, which its sender withdrew: a queued one
 // leaves its queue; a matched one gives its Recv back to the head of the
-// queue, to take the next message. p.mu is held.
+// queue, to take the next message.
 func (p *Peer) retract(id uint64) {
 	if m := p.matched[id]; m != nil {
 		delete(p.matched, id)
@@ -255,8 +253,7 @@ func sizeErr(sent, recv int) error {
 }
 
 // consumed hands cost bytes of the window back to the peer, in batches of
-// a quarter of the window (the heartbeat hands back the rest). p.mu is
-// held.
+// a quarter of the window (the heartbeat hands back the rest).
 func (p *Peer) consumed(cost int64) {
 	p.owed += cost
 	if p.owed >= int64(p.e.cfg.MaxBuffered)/4 {
@@ -264,7 +261,6 @@ func (p *Peer) consumed(cost int64) {
 	}
 }
 
-// flushCredit hands the owed window bytes back. p.mu is held.
 func (p *Peer) flushCredit() {
 	if p.owed == 0 || p.lost != nil {
 		return

@@ -14,16 +14,12 @@ import (
 )
 
 // Peer is the Endpoint's side of one Link: the link calls it for each
-// frame its peer sent, from one reader at a time per lane, in the order
-// the frames arrived. A method that returns an error has found the peer
-// breaking the protocol: the link then calls Protocol with it.
-//
-// Locks: the Endpoint calls the link's control methods (Answer, Retract,
-// Consumed, Hold, Release, Wake) and Peer.Go may be called while it holds
-// this Peer's lock, so a link calls the Peer holding no lock that those
-// methods take. Besides the frames, a Peer gives its link what the
-// Endpoint shares with it: the poll budget, the timeouts and goroutines
-// that Close waits for.
+// frame its peer sent, from one reader at a time per lane, in order. A
+// method that returns an error has found the peer breaking the protocol:
+// the link then calls Protocol with it. The Endpoint calls the link's
+// control methods (Answer, Retract, Consumed, Hold, Release, Wake) and
+// Go holding this Peer's lock, so a link calls the Peer holding no lock
+// that those take.
 type Peer struct {
 	e     *Endpoint
 	rank  int
@@ -48,11 +44,10 @@ type Peer struct {
 	freeM   []*inMsg          // recycled eager messages
 }
 
-// newPeer is the Peer of link l to rank r, with the link's limits.
 func newPeer(e *Endpoint, r int, l Link) (*Peer, error) {
 	lim := l.Limits()
-	if err := checkLimits(r, lim); err != nil {
-		return nil, err
+	if lim.Chunk < 1 || lim.MaxRTS < 1 || lim.EagerMax < 0 {
+		return nil, fmt.Errorf("msg: link to rank %d: %w: limits %+v", r, transport.ErrBadArgument, lim)
 	}
 	p := &Peer{e: e, rank: r, link: l, lim: lim, gone: make(chan struct{}),
 		turns:   make(chan struct{}, lim.MaxRTS),
@@ -64,11 +59,10 @@ func newPeer(e *Endpoint, r int, l Link) (*Peer, error) {
 	return p, nil
 }
 
-// Rank is the peer's rank.
 func (p *Peer) Rank() int { return p.rank }
 
-// Poll is the Endpoint's adaptive poll budget: how long a link's wait
-// polls before it parks (Budget), told how long each wait took (Waited).
+// Poll is the Endpoint's poll budget: how long a link's wait polls before
+// it parks, told how long each wait took.
 func (p *Peer) Poll() *spin.Adaptive { return &p.e.poll }
 
 // PeerTimeout is how long the peer may stay silent before it is lost.
@@ -79,9 +73,17 @@ func (p *Peer) HeartbeatInterval() time.Duration { return p.e.cfg.HeartbeatInter
 
 // Go runs f on a goroutine the Endpoint's Close waits for, and reports
 // whether it did: once Close has begun it runs nothing.
-func (p *Peer) Go(f func()) bool { return p.e.goAdd(f) }
+func (p *Peer) Go(f func()) bool {
+	e := p.e
+	e.gmu.Lock()
+	defer e.gmu.Unlock()
+	if e.stopped {
+		return false
+	}
+	e.wg.Go(f)
+	return true
+}
 
-// Lost reports whether the peer is lost or the Endpoint closed.
 func (p *Peer) Lost() bool { return p.down.Load() }
 
 // checkLocked reports why an operation with p on tag may not start.
@@ -120,16 +122,18 @@ func (p *Peer) sendErr(err error) error {
 	if p.e.closed.Load() {
 		return transport.ErrClosed
 	}
-	p.lose(fmt.Errorf("link: %w", err))
+	p.Lose(fmt.Errorf("link: %w", err))
 	if e := p.lostErr(); e != nil {
 		return e
 	}
 	return err
 }
 
-// lose marks p lost for cause (nil: the Endpoint closes): its operations
-// fail with ErrPeerLost (ErrClosed) and its link closes.
-func (p *Peer) lose(cause error) {
+// Lose declares the peer lost for cause: its operations fail with
+// transport.ErrPeerLost (what arrived whole stays receivable) and its
+// link closes. With a nil cause (the Endpoint's Close) they fail with
+// transport.ErrClosed.
+func (p *Peer) Lose(cause error) {
 	e := p.e
 	p.mu.Lock()
 	if p.lost != nil {
@@ -151,17 +155,17 @@ func (p *Peer) lose(cause error) {
 	p.link.Close()
 }
 
-// protocol drops p for breaking the protocol.
-func (p *Peer) protocol(err error) {
+// Protocol declares the peer lost for breaking the protocol (counted in
+// the Endpoint's Stats).
+func (p *Peer) Protocol(err error) {
 	if !p.down.Load() && !p.e.closed.Load() {
 		p.e.protoErrs.Add(1)
 	}
-	p.lose(fmt.Errorf("protocol error: %w", err))
+	p.Lose(fmt.Errorf("protocol error: %w", err))
 }
 
-// failAllLocked ends every operation with p with err. Eager messages that
-// arrived whole stay receivable (what a peer sent before it went is
-// delivered); the rest of what is held is dropped. p.mu is held.
+// failAllLocked ends every operation with p with err; eager messages that
+// arrived whole stay receivable, the rest is dropped. p.mu is held.
 func (p *Peer) failAllLocked(err error) {
 	for tag, q := range p.queues {
 		p.failPosted(q, err)

@@ -6,40 +6,30 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
-// Recycling of the objects every message and Recv needs, so that the
-// critical path allocates nothing in the steady state. A recycled object
-// is one nothing refers to any more: an op once its Recv returned (the
-// only value of done taken, the Endpoint's last touch of it made under
-// p.mu before that value was sent); a tag queue once it left p.queues; an
-// eager message once its bytes were copied into its Recv's buffer or
-// dropped.
-
-// Per peer free lists stay short: they hold what one burst of messages
-// used, not a high-water mark.
+// Recycling, so that the critical path allocates nothing in the steady
+// state. A recycled object is one nothing refers to any more: an op once
+// its Recv returned, a tag queue once it left p.queues, an eager message
+// once its bytes were copied into its Recv's buffer or dropped. Per peer
+// free lists hold what one burst of messages used, and a recycled eager
+// message keeps a buffer of at most keptData bytes.
 const (
 	freeQueues = 8
 	freeMsgs   = 8
-	// keptData is the largest buffer a recycled eager message keeps for
-	// the next message that arrives before its Recv.
-	keptData = 16 << 10
+	keptData   = 16 << 10
 )
 
-// ops recycles Recv operations with their channels and ready func.
 var ops = sync.Pool{New: func() any {
 	r := &op{done: make(chan error, 1), job: make(chan *inMsg, 1)}
 	r.ready = func() bool { return len(r.done) > 0 || len(r.job) > 0 }
 	return r
 }}
 
-// getOp is a posted Recv of tag into buf on lane.
 func getOp(buf []byte, tag transport.Tag, lane int) *op {
 	r := ops.Get().(*op)
 	r.buf, r.tag, r.lane, r.state = buf, tag, lane, opPosted
 	return r
 }
 
-// putOp recycles Recv r, which has returned: no queue, message or Sink
-// refers to it.
 func putOp(r *op) {
 	if len(r.done) > 0 || len(r.job) > 0 {
 		return // not drained: let it go
@@ -51,7 +41,7 @@ func putOp(r *op) {
 }
 
 // newQueue is an empty tag queue, a recycled one where p has one. p.mu
-// is held.
+// is held, here and below.
 func (p *Peer) newQueue() *tagQ {
 	if n := len(p.freeQ); n > 0 {
 		q := p.freeQ[n-1]
@@ -62,8 +52,6 @@ func (p *Peer) newQueue() *tagQ {
 	return &tagQ{}
 }
 
-// dropQueue removes tag's queue q from p.queues and recycles it. p.mu is
-// held.
 func (p *Peer) dropQueue(tag transport.Tag, q *tagQ) {
 	if p.queues[tag] == q {
 		delete(p.queues, tag)
@@ -76,8 +64,6 @@ func (p *Peer) dropQueue(tag transport.Tag, q *tagQ) {
 	}
 }
 
-// newEager is an eager message of n bytes under tag costing cost window
-// bytes, a recycled one where p has one. p.mu is held.
 func (p *Peer) newEager(tag transport.Tag, n int, cost int64) *inMsg {
 	var m *inMsg
 	if k := len(p.freeM); k > 0 {
@@ -91,8 +77,6 @@ func (p *Peer) newEager(tag transport.Tag, n int, cost int64) *inMsg {
 	return m
 }
 
-// putEager recycles eager message m, which nothing refers to any more,
-// keeping a small data buffer for the next. p.mu is held.
 func (p *Peer) putEager(m *inMsg) {
 	if len(p.freeM) >= freeMsgs {
 		return
@@ -106,7 +90,7 @@ func (p *Peer) putEager(m *inMsg) {
 }
 
 // pop takes the first of s, keeping the slice's capacity (queues are
-// short: the copy is cheaper than a new array per message).
+// short).
 func pop[T any](s *[]T) T {
 	x := (*s)[0]
 	n := copy(*s, (*s)[1:])

@@ -129,7 +129,7 @@ func (p *Peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byt
 	switch a {
 	case Done:
 		if !offered {
-			p.protocol(fmt.Errorf("message %d answered Done, never offered by address", id))
+			p.Protocol(fmt.Errorf("message %d answered Done, never offered by address", id))
 			return p.giveUp(s, id, false, p.lostErr())
 		}
 		return p.giveUp(s, id, false, nil)

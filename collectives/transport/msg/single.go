@@ -26,7 +26,7 @@ func (p *Peer) readSingle(r *op, m *inMsg) {
 		err = p.readAll(r, m)
 	}
 	if err != nil && err != errHalted {
-		p.lose(fmt.Errorf("reading its message of %d bytes by address: %w", m.size, err))
+		p.Lose(fmt.Errorf("reading its message of %d bytes by address: %w", m.size, err))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -41,7 +41,7 @@ func (e *Endpoint) beat(now int64) {
 		p.mu.Unlock()
 		heard := p.link.Tick()
 		if silent := now - heard; judge && silent > int64(e.cfg.PeerTimeout) {
-			p.lose(fmt.Errorf("silent for %v (timeout %v)",
+			p.Lose(fmt.Errorf("silent for %v (timeout %v)",
 				time.Duration(silent).Round(time.Millisecond), e.cfg.PeerTimeout))
 		}
 	}
