@@ -120,9 +120,8 @@ func (g *guest) heard() error {
 // secret; false if a gate cut it first.
 func (g *guest) keep() bool { return g.seat == nil || g.seat.Keep() }
 
-// acceptOne runs the acceptor's side of one connection: the handshake
-// and Setup, within HandshakeTimeout; the caller closes the connection
-// when it fails.
+// acceptOne runs the handshake and Setup on an accepted connection,
+// within HandshakeTimeout; the caller closes it when it fails.
 func (b *builder) acceptOne(ctx context.Context, g *guest) error {
 	hctx, cancel := context.WithTimeout(ctx, b.cfg.HandshakeTimeout)
 	defer cancel()
@@ -139,9 +138,8 @@ func (b *builder) acceptOne(ctx context.Context, g *guest) error {
 	return nil
 }
 
-// acceptHandshake runs the acceptor's side on g: hello, challenge, proof,
-// verdict. Once the dialer has proved the secret it takes g out of the
-// gates and reserves the link, which it returns.
+// acceptHandshake runs the acceptor's side on g; once the dialer has
+// proved the secret it takes g out of the gates and reserves the link.
 func (b *builder) acceptHandshake(g *guest) (Link, error) {
 	c := &b.cfg
 	hello, hb, err := readHS(g, hsHello)

@@ -13,23 +13,17 @@ import (
 
 // Defaults and limits of Config.
 const (
-	// DefaultHandshakeTimeout bounds one connection's handshake.
 	DefaultHandshakeTimeout = 5 * time.Second
-	// MinSecret is the shortest Secret accepted.
-	MinSecret = 16
-	// MaxConnsPerPeer bounds Config.ConnsPerPeer.
-	MaxConnsPerPeer = 64
+	MinSecret               = 16
+	MaxConnsPerPeer         = 64
 )
 
-// Order says which rank of a pair dials the other.
+// Order says which rank of a pair dials the other: the lower (each rank
+// dials its higher peers and accepts its lower ones) or the higher.
 type Order uint8
 
 const (
-	// LowerDials: each rank dials its higher peers and accepts its lower
-	// ones.
 	LowerDials Order = iota
-	// HigherDials: each rank dials its lower peers and accepts its higher
-	// ones.
 	HigherDials
 )
 
@@ -37,57 +31,43 @@ const (
 // same Size, Group, Secret, Label, Order and ConnsPerPeer, and Peers that
 // agree (rank a lists b exactly when b lists a); Hello may differ.
 type Config struct {
-	// Rank is this rank, in [0, Size).
+	// Rank, Size, Group, Secret (at least MinSecret bytes) and Peers (nil:
+	// every other rank) are as in a carrier's msg.Setup.
 	Rank, Size int
-	// Group is the group's id: a rank of another group is refused.
-	Group uint64
-	// Secret is shared by the ranks of the group (at least MinSecret
-	// bytes); each side of each connection proves it knows it.
-	Secret []byte
+	Group      uint64
+	Secret     []byte
+	Peers      []int
 	// Label names the kind of link ("tcp", "shm": at most MaxLabel bytes
-	// of lower-case letters, digits, '.', '_' and '-'). It is part of every
-	// message and of every proof, so a proof for one kind of link is none
-	// for another.
+	// of lower-case letters, digits, '.', '_' and '-'); it is part of
+	// every message and proof.
 	Label string
-	// Peers are the ranks to connect to (nil: every other rank), so that
-	// a group may link some pairs by one kind of link and the rest by
-	// another.
-	Peers []int
-	// ConnsPerPeer is how many connections each pair has (default 1, at
-	// most MaxConnsPerPeer).
+	// ConnsPerPeer is how many connections each pair has (default 1), and
+	// Order which rank of a pair dials (default LowerDials).
 	ConnsPerPeer int
-	// Order says which rank of a pair dials (default LowerDials).
-	Order Order
-	// Listener is where the peers that dial this rank connect (a TCP
-	// listener, an abstract unix socket). Connect closes it when it
-	// returns; it may be nil when no peer dials this rank.
+	Order        Order
+	// Listener is where the peers that dial this rank connect (nil when
+	// none does); Connect closes it. Dial connects to peer rank, within
+	// ctx; it is retried until the peer listens.
 	Listener net.Listener
-	// Dial connects to peer rank (it is retried until the peer listens);
-	// ctx bounds it. Needed when this rank dials a peer.
-	Dial func(ctx context.Context, rank int) (net.Conn, error)
+	Dial     func(ctx context.Context, rank int) (net.Conn, error)
 	// HandshakeTimeout bounds each connection's handshake (default
 	// DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration
 	// Hello is what this rank announces to each peer inside the
-	// authenticated handshake (at most MaxHello bytes): what a link must
-	// know of the other side, such as its limits.
-	Hello []byte
-	// CheckHello, if set, judges a peer's Hello before this rank proves
-	// anything to it; an error refuses the connection as ErrConfig.
+	// handshake (at most MaxHello bytes), such as its limits; CheckHello,
+	// if set, judges a peer's before this rank proves anything to it (an
+	// error refuses the connection as ErrConfig).
+	Hello      []byte
 	CheckHello func(rank int, hello []byte) error
-	// Setup, if set, runs on each connection once both sides have proved
-	// the secret, before it counts as connected, on both sides (Link.Dialed
-	// tells which this is), still under the handshake's deadline: what a
-	// link must exchange or make over an authenticated connection (a
-	// shared region, say). What it makes it keeps in Link.Extra, which is
-	// closed with the connection if Connect fails. An error closes the
+	// Setup, if set, runs on both sides of each connection once both have
+	// proved the secret, under the handshake's deadline (Link.Dialed tells
+	// which side this is): what it makes it keeps in Link.Extra, closed
+	// with the connection if Connect fails. An error closes the
 	// connection, which the dialer dials again.
 	Setup func(ctx context.Context, l *Link) error
-	// OnRefused, if set, is called (from a connection's goroutine, during
-	// Connect; it must not block) with why each connection was refused;
-	// those the gate turned away for room (errors.Is(err, gate.ErrFull))
-	// come together, at most once a second, in one error that gives their
-	// number.
+	// OnRefused, if set, is called (from a connection's goroutine; it must
+	// not block) with why each connection was refused; those the gate
+	// turned away for room come together, at most once a second.
 	OnRefused func(error)
 }
 
@@ -126,8 +106,8 @@ func (c Config) normalize() (Config, error) {
 	return c, nil
 }
 
-// normalizePeers checks Peers (or lists every other rank) and that this
-// rank can dial and accept whom it must.
+// normalizePeers checks Peers and that this rank can dial and accept whom
+// it must.
 func (c *Config) normalizePeers() error {
 	if c.Peers == nil {
 		for r := range c.Size {
@@ -153,11 +133,8 @@ func (c *Config) normalizePeers() error {
 	return nil
 }
 
-// dials reports whether this rank dials peer p (else p dials it).
 func (c *Config) dials(p int) bool { return (p > c.Rank) == (c.Order == LowerDials) }
 
-// dialedBy reports whether rank p dials this rank and is one of its
-// peers.
 func (c *Config) dialedBy(p int) bool {
 	_, ok := slices.BinarySearch(c.Peers, p)
 	return ok && !c.dials(p)

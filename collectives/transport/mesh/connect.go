@@ -15,21 +15,10 @@ import (
 // aLongTimeAgo is a deadline that wakes a blocked socket call at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// Connect builds this rank's part of the mesh and returns it once every
-// connection to every peer is up: it dials ConnsPerPeer connections to
-// each peer it dials (Config.Order), retrying until the peer listens, and
-// accepts as many from each peer that dials it on Config.Listener,
-// running the handshake on each, then Config.Setup. Connections that fail
-// the handshake are refused, counted (Mesh.Refused), passed to
-// Config.OnRefused, and change nothing; what a stranger may cost is
-// bounded (see the package doc: a hello within 2 s, or HandshakeTimeout
-// if shorter, and at most gate.DefaultSlots handshakes waiting for a
-// hello and as many for a proof).
-//
-// The listener is closed when Connect returns: a group's mesh is built
-// once. ctx bounds the whole; on failure every connection is closed and
-// the error names the peers still missing, each with its last failure,
-// and wraps ctx's error and those failures.
+// Connect builds this rank's part of the mesh (see the package doc) and
+// returns it once every connection to every peer is up. ctx bounds the
+// whole; on failure every connection is closed and the error names the
+// peers still missing, wrapping ctx's error and each one's last failure.
 func Connect(ctx context.Context, cfg Config) (*Mesh, error) {
 	c, err := cfg.normalize()
 	if err != nil {
@@ -118,7 +107,6 @@ func newBuilder(cfg Config) *builder {
 	return b
 }
 
-// accepts reports whether some peer dials this rank.
 func (b *builder) accepts() bool {
 	for _, p := range b.cfg.Peers {
 		if !b.cfg.dials(p) {
@@ -157,8 +145,7 @@ func (b *builder) unreserve(p, i int) {
 	b.mu.Unlock()
 }
 
-// attach installs an authenticated, set up link in its place (reserved
-// by the acceptor, or dialed by its one dialLoop).
+// attach installs an authenticated, set up link in its place.
 func (b *builder) attach(l Link) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -177,9 +164,8 @@ func (b *builder) noteErr(p int, err error) {
 	b.mu.Unlock()
 }
 
-// missing names the peers without all their links, with their last
-// failures: a format ("rank 2 (%w), rank 3") and its arguments, so that
-// Connect's error wraps each failure.
+// missing names the peers without all their links: a format ("rank 2
+// (%w), rank 3") and its arguments, their last failures.
 func (b *builder) missing() (string, []any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -11,13 +11,11 @@ import (
 	"time"
 )
 
-// Backoff between a dialer's tries.
 const (
 	firstBackoff = 2 * time.Millisecond
 	maxBackoff   = 100 * time.Millisecond
 )
 
-// dialLoop dials link i of peer p until it is up or ctx ends.
 func (b *builder) dialLoop(ctx context.Context, p, i int) {
 	backoff := firstBackoff
 	for {
@@ -38,7 +36,7 @@ func (b *builder) dialLoop(ctx context.Context, p, i int) {
 }
 
 // dialOne dials link i of peer p once: the connection, the handshake and
-// Setup, all within HandshakeTimeout.
+// Setup, within HandshakeTimeout.
 func (b *builder) dialOne(ctx context.Context, p, i int) error {
 	hctx, cancel := context.WithTimeout(ctx, b.cfg.HandshakeTimeout)
 	defer cancel()
@@ -70,8 +68,7 @@ func bound(ctx context.Context, nc net.Conn) func() bool {
 	return context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
 }
 
-// dialHandshake runs the dialer's side of link i to peer p on nc: hello,
-// challenge, proof, verdict. It returns the authenticated link.
+// dialHandshake runs the dialer's side of link i to peer p on nc.
 func (b *builder) dialHandshake(nc net.Conn, p, i int) (Link, error) {
 	c := &b.cfg
 	hello := b.ourMsg(hsHello, p, i)
@@ -152,7 +149,6 @@ func (b *builder) judge(m *hsMsg, p, i int) error {
 	return nil
 }
 
-// readHS reads one handshake message of kind kind, and its bytes.
 func readHS(r io.Reader, kind uint8) (hsMsg, []byte, error) {
 	b := make([]byte, hsSize)
 	if _, err := io.ReadFull(r, b); err != nil {

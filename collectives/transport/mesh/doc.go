@@ -6,21 +6,15 @@
 // refuses strangers at a bounded cost, and returns each peer's
 // connections with what the peer announced.
 //
-// # Use
-//
 //	m, err := mesh.Connect(ctx, mesh.Config{
 //		Rank: r, Size: n, Group: id, Secret: secret, Label: "tcp",
 //		Listener: ln, Dial: func(ctx context.Context, p int) (net.Conn, error) { ... },
 //		Hello: myLimits,
 //	})
 //
-// m.Links[p] then holds the connections to peer p, each with the peer's
-// Hello. Config.Peers limits the mesh to some of the ranks (a group may
-// link some pairs by one kind of link and the others by another); the
-// lower rank of each pair dials the higher, or the other way
-// (Config.Order); each pair has Config.ConnsPerPeer connections, each
-// made once. Config.Setup runs on each connection once both sides are
-// authenticated, for what a link must exchange before it is used (a
+// m.Links[p] then holds the Config.ConnsPerPeer connections to peer p,
+// each with the peer's Hello; Config.Setup runs on each once both sides
+// are authenticated, for what a link must exchange before it is used (a
 // shared region's descriptor, say).
 //
 // # Handshake
@@ -41,8 +35,7 @@
 // Both nonces are in every MAC, so a recorded handshake replays to
 // nothing; the acceptor proves nothing before the dialer has, and a proof
 // for one label is none for another. The payloads are authenticated but
-// not secret: the acceptor's goes out before the dialer has proved
-// anything.
+// not secret.
 //
 // # Strangers
 //
@@ -50,9 +43,8 @@
 // garbage, a second connection in a link's place, a client silent for 2 s,
 // or HandshakeTimeout if shorter) is closed, counted in Mesh.Refused and
 // passed to Config.OnRefused, wrapping one of the package's sentinel
-// errors (ErrAuth, ErrGroup, ...). Every handshake waits behind a
-// gate.Door, so a flood of connections costs each a goroutine and a fixed
-// buffer, a bounded number at a time, and cannot keep the ranks out;
-// those turned away for room are passed to OnRefused together, at most
-// once a second. The package logs nothing.
+// errors. Every handshake waits behind a gate.Door, so a flood of
+// connections costs each a goroutine and a fixed buffer, a bounded number
+// at a time, and cannot keep the ranks out; those turned away for room
+// are reported together, at most once a second. The package logs nothing.
 package mesh

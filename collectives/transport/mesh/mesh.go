@@ -20,7 +20,6 @@ type Link struct {
 	Extra       io.Closer
 }
 
-// Close closes the link's connection and what Config.Setup made for it.
 func (l *Link) Close() error {
 	var err error
 	if l.Conn != nil {
@@ -32,19 +31,16 @@ func (l *Link) Close() error {
 	return err
 }
 
-// Mesh is one rank's authenticated connections to its peers, as Connect
-// returns them.
+// Mesh is one rank's authenticated connections, as Connect returns them:
+// by rank, the ConnsPerPeer links to each peer in index order (nil at this
+// rank and the ranks not in Config.Peers), and how many connections were
+// refused while it formed.
 type Mesh struct {
-	// Links holds, by rank, the ConnsPerPeer links to each peer in index
-	// order; nil at this rank and at the ranks not in Config.Peers.
-	Links [][]Link
-	// Refused counts the connections refused while the mesh formed (each
-	// one, also those reported together to OnRefused).
+	Links   [][]Link
 	Refused uint64
 }
 
-// Close closes every link (for a caller that gives the mesh up before it
-// takes the links over).
+// Close closes every link.
 func (m *Mesh) Close() error {
 	var err error
 	for _, ls := range m.Links {

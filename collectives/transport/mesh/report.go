@@ -29,7 +29,6 @@ type reporter struct {
 	why   error
 }
 
-// refuse counts a refused connection and reports it.
 func (r *reporter) refuse(from net.Addr, err error) {
 	r.refused.Add(1)
 	if r.on != nil {
@@ -37,9 +36,8 @@ func (r *reporter) refuse(from net.Addr, err error) {
 	}
 }
 
-// turnedAway counts a connection the gate refused or cut, and reports it
-// at once if none was reported in the last crowdEvery, else with the next
-// report (or flush's).
+// turnedAway counts a connection the gate refused or cut, reporting it at
+// once if none was reported in the last crowdEvery, else later.
 func (r *reporter) turnedAway(from net.Addr, err error) {
 	r.refused.Add(1)
 	r.mu.Lock()
@@ -52,8 +50,6 @@ func (r *reporter) turnedAway(from net.Addr, err error) {
 	}
 }
 
-// flush reports the connections turned away since the last report, if
-// any.
 func (r *reporter) flush() {
 	r.mu.Lock()
 	n, from, why := r.crowd, r.from, r.why

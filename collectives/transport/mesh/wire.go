@@ -7,21 +7,15 @@ import (
 	"fmt"
 )
 
-// protoVersion is the handshake's version, carried by every message; a
-// peer speaking another version is refused.
-const protoVersion = 1
-
-// Sizes of the handshake.
 const (
+	protoVersion = 1
 	// hsSize is every handshake message's size: fixed, so that a message
 	// is read whole on a stream and a packet socket alike.
-	hsSize = 192
-	// MaxHello bounds Config.Hello, the payload a rank announces.
-	MaxHello = hsSize - helloOff
-	// MaxLabel bounds Config.Label.
-	MaxLabel = 8
-
+	hsSize   = 192
 	helloOff = 74
+	// MaxHello bounds Config.Hello and MaxLabel Config.Label.
+	MaxHello = hsSize - helloOff
+	MaxLabel = 8
 )
 
 var hsMagic = [4]byte{'C', 'H', 'M', 'S'}
@@ -110,7 +104,6 @@ func decodeHS(b []byte) (hsMsg, error) {
 	return m, nil
 }
 
-// labelOf is a label as the messages carry it.
 func labelOf(s string) [MaxLabel]byte {
 	var l [MaxLabel]byte
 	copy(l[:], s)
@@ -130,7 +123,6 @@ func handshakeMAC(secret []byte, label, role string, hello, challenge []byte) [3
 	return [32]byte(h.Sum(nil))
 }
 
-// Roles in the MAC.
 const (
 	roleDialer   = "dialer"
 	roleAcceptor = "acceptor"
