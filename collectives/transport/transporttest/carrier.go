@@ -12,11 +12,10 @@ import (
 // PipeCarrier is the name the pipe carrier registers under.
 const PipeCarrier = "pipe"
 
-// RegisterPipeCarrier registers pipe links as a carrier (once, whatever
-// the calls): ranks of one process that Join with transport "pipe" are
-// linked by in-memory pipes. It is what a new transport has to write: a
-// package of links and its registration, nothing in collectives. Under
-// auto no pair takes it (its preference is below TCP's).
+// RegisterPipeCarrier registers pipe links as a carrier, once: ranks of
+// one process that Join with transport "pipe" are linked by in-memory
+// pipes (under auto no pair takes it). It is all a new transport has to
+// write besides its links: nothing in collectives.
 var RegisterPipeCarrier = sync.OnceFunc(func() {
 	msg.Register(msg.Carrier{Name: PipeCarrier, Preference: -1, SameHost: true,
 		Prepare: func(string) (msg.Prepared, error) {
@@ -26,8 +25,8 @@ var RegisterPipeCarrier = sync.OnceFunc(func() {
 
 var pipeSeq atomic.Uint64
 
-// pipeHub holds the pipes of the process's groups until both ends are
-// taken: key (group, lower rank, higher rank).
+// pipeHub holds the pipes of the process's groups, by (group, lower rank,
+// higher rank), until both ends are taken.
 var pipeHub struct {
 	mu    sync.Mutex
 	pairs map[[3]uint64]*pipePair
@@ -38,15 +37,12 @@ type pipePair struct {
 	taken int
 }
 
-// pipePrepared is a rank readied for pipes; its address only tells the
-// roster that it has them.
+// pipePrepared is a rank readied for pipes; its address is only a name.
 type pipePrepared struct{ addr string }
 
 func (p pipePrepared) Addr() string { return p.addr }
 func (p pipePrepared) Close() error { return nil }
 
-// Connect takes this rank's end of the pipe to each peer, making the pair
-// when the peer has not yet.
 func (p pipePrepared) Connect(ctx context.Context, s msg.Setup) ([]msg.Link, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -7,8 +7,7 @@ import (
 
 // Endpoint starts a msg.Endpoint named name over a carrier's links with
 // c's settings (as a group's Join does) and returns it with the links as
-// the carrier's own type L, by rank (nil where there is no link), for a
-// carrier's tests to reach into. On an error the Endpoint is nil.
+// the carrier's own type L, for its tests to reach into.
 func Endpoint[L msg.Link](name string, c msg.Setup, links []msg.Link) (*msg.Endpoint, []L, error) {
 	typed := make([]L, len(links))
 	for r, l := range links {

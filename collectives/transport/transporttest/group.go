@@ -22,9 +22,8 @@ const connectWithin = 20 * time.Second
 
 // ConnectGroup connects the n ranks of a group at once and returns their
 // endpoints by rank: rank r's configuration is cfg(r), changed by tweak
-// (nil changes nothing), and connect makes its endpoint under a context
-// of connectWithin. When a rank fails, it closes the endpoints the others
-// made and fails t with the first failed rank's error.
+// (if not nil). When a rank fails, it closes the others' endpoints and
+// fails t.
 func ConnectGroup[C any, T interface{ Close() error }](t testing.TB, n int, cfg func(rank int) C,
 	tweak func(*C), connect func(context.Context, C) (T, error)) []T {
 	t.Helper()
@@ -63,9 +62,8 @@ func Transports[T transport.Transport](ts []T) []transport.Transport {
 	return out
 }
 
-// RunTight runs the suite twice over a transport package's groups, made
-// by mk with a change of their configuration: as "Default" with none,
-// and as "Tight" with tight, which sets small limits (messages in many
+// RunTight runs the suite over a transport package's groups as "Default"
+// and as "Tight", made by mk with tight (small limits: messages in many
 // chunks, windows that run out).
 func RunTight[C any](t *testing.T, mk func(tweak func(*C)) MakeFunc, tight func(*C)) {
 	t.Run("Default", func(t *testing.T) { Run(t, mk(nil)) })

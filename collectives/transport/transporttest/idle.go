@@ -10,7 +10,6 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
-// cpuTime is this process's CPU time so far.
 func cpuTime(t *testing.T) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

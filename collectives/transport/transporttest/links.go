@@ -12,10 +12,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// LinkPair is the two ends of one link, as a transport package makes
-// them for the link suite: A is rank 0's end, B rank 1's. Window is each
-// end's eager window toward the other (the MaxBuffered each side
-// announced).
+// LinkPair is the two ends of one link, rank 0's (A) and rank 1's (B),
+// and each end's eager window toward the other.
 type LinkPair struct {
 	A, B   msg.Link
 	Window int
@@ -83,8 +81,8 @@ func newLinkRig(t *testing.T, mk LinkFunc) *linkRig {
 	return &linkRig{LinkPair: lp, ea: ea, eb: eb, ctx: ctxLong(t)}
 }
 
-// tagsOnLanes returns tags that travel on every lane A uses among the
-// first 64 steps (at most 8).
+// tagsOnLanes returns a tag on each lane A uses among the first 64 steps
+// (at most 8).
 func tagsOnLanes(l msg.Link) []transport.Tag {
 	seen := map[int]bool{}
 	var tags []transport.Tag

@@ -7,28 +7,21 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// PipeConfig sets the limits of in-memory pipe links. Zero fields take
+// PipeConfig sets the limits of in-memory pipe links: their msg.Limits,
+// each side's eager window toward the other (the receiving endpoint's
+// MaxBuffered), and, when SingleCopyMin is positive, the least message
+// offered for a read by address (msg.SingleCopy). Zero fields take
 // DefaultPipe's.
 type PipeConfig struct {
-	// EagerMax, Chunk and MaxRTS are the links' msg.Limits.
-	EagerMax, Chunk, MaxRTS int
-	// Window is each side's eager window toward the other: the receiving
-	// endpoint's MaxBuffered.
-	Window int
-	// SingleCopyMin, when positive, makes the pipes msg.SingleCopy links
-	// that offer announced messages of at least that many bytes for a
-	// read by address (in process).
-	SingleCopyMin int
+	EagerMax, Chunk, MaxRTS, Window, SingleCopyMin int
 }
 
-// DefaultPipe is the pipes' default configuration.
 var DefaultPipe = PipeConfig{EagerMax: 4 << 10, Chunk: 16 << 10, MaxRTS: 64, Window: 64 << 10}
 
 func (c PipeConfig) withDefaults() PipeConfig {
@@ -38,12 +31,11 @@ func (c PipeConfig) withDefaults() PipeConfig {
 	return c
 }
 
-// Pipe is one end of an in-memory msg.Link: a pair of ranks of one
-// process, one lane, frames in a mutex-guarded queue per direction. A
-// reader goroutine (one per end at most, started through Peer.Go when
-// frames arrive, ending when none is left) hands the peer's frames to the
-// end's Peer; waits wait for it. It shows what a link is: how frames
-// travel, nothing of the protocol.
+// Pipe is one end of an in-memory msg.Link between two ranks of one
+// process: one lane, frames in a mutex-guarded queue per direction, and a
+// reader goroutine per end (started through Peer.Go when frames arrive,
+// ending when none is left). It shows what a link is: how frames travel,
+// nothing of the protocol.
 type Pipe struct {
 	cfg   PipeConfig
 	other *Pipe
@@ -64,7 +56,6 @@ type Pipe struct {
 	holds    atomic.Int64
 }
 
-// down reports whether the end is closed or its loss declared.
 func (p *Pipe) down() bool { return p.closed.Load() || p.gone.Load() }
 
 // singlePipe is a Pipe that reads offered messages by address.
@@ -75,7 +66,6 @@ var (
 	_ msg.SingleCopy = singlePipe{}
 )
 
-// Frame kinds.
 const (
 	pEager = iota
 	pAnnounce
@@ -120,8 +110,8 @@ func NewPipe(cfg PipeConfig) (a, b *Pipe) {
 	return a, b
 }
 
-// Link returns the end as a msg.Link: a msg.SingleCopy one when the
-// pipe's SingleCopyMin is set.
+// Link returns the end as a msg.Link (a msg.SingleCopy where
+// SingleCopyMin is set).
 func (p *Pipe) Link() msg.Link {
 	if p.cfg.SingleCopyMin > 0 {
 		return singlePipe{p}
@@ -145,10 +135,10 @@ func Pipes(n int, cfg PipeConfig) [][]msg.Link {
 	return links
 }
 
-// PipeEndpoints builds a group of n endpoints joined by pipes, and
-// returns them with their links (as Pipes returns them). base is every
-// rank's msg.Config (Rank and Size are set here; a zero MaxBuffered takes
-// the pipes' Window, zero timeouts 10 s and 100 ms).
+// PipeEndpoints builds a group of n endpoints joined by pipes and returns
+// them with their links (as Pipes does). base is every rank's msg.Config
+// but for Rank and Size (zero MaxBuffered: the pipes' Window; zero
+// timeouts: 10 s and 100 ms).
 func PipeEndpoints(n int, cfg PipeConfig, base msg.Config) ([]*msg.Endpoint, [][]msg.Link, error) {
 	cfg = cfg.withDefaults()
 	base.MaxBuffered = cmp.Or(base.MaxBuffered, cfg.Window)
@@ -183,21 +173,6 @@ func closeAll(links []msg.Link) {
 	}
 }
 
-// PipeMake is the suite's MakeFunc over pipe links.
-func PipeMake(cfg PipeConfig, base msg.Config) MakeFunc {
-	return func(t *testing.T, n int) []transport.Transport {
-		eps, _, err := PipeEndpoints(n, cfg, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := make([]transport.Transport, n)
-		for i, e := range eps {
-			ts[i] = e
-		}
-		return ts
-	}
-}
-
 // AsPipe returns the Pipe of a link Pipes made (nil for another link).
 func AsPipe(l msg.Link) *Pipe {
 	switch p := l.(type) {
@@ -216,7 +191,6 @@ func (p *Pipe) Mute(on bool) { p.muted.Store(on) }
 // Holds is the number of Holds not Released.
 func (p *Pipe) Holds() int64 { return p.holds.Load() }
 
-// Start hands the end its Peer and reads what came meanwhile.
 func (p *Pipe) Start(peer *msg.Peer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -224,12 +198,10 @@ func (p *Pipe) Start(peer *msg.Peer) {
 	p.kickLocked()
 }
 
-// Limits are the pipe's sizes.
 func (p *Pipe) Limits() msg.Limits {
 	return msg.Limits{EagerMax: p.cfg.EagerMax, Chunk: p.cfg.Chunk, MaxRTS: p.cfg.MaxRTS}
 }
 
-// LaneOf is 0: a pipe has one lane.
 func (p *Pipe) LaneOf(transport.Tag) int { return 0 }
 
 // send puts f in the other end's queue (copying nothing: callers pass
@@ -249,7 +221,6 @@ func (p *Pipe) send(f pipeFrame) {
 	o.kickLocked()
 }
 
-// kickLocked starts the reader if frames wait and none runs. p.mu is held.
 func (p *Pipe) kickLocked() {
 	if p.reading || p.peer == nil || len(p.frames) == 0 || p.down() {
 		return
@@ -259,14 +230,12 @@ func (p *Pipe) kickLocked() {
 	}
 }
 
-// signalLocked wakes the end's waits. p.mu is held.
 func (p *Pipe) signalLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
 
-// Eager sends data whole when it fits the window (a pipe never waits: a
-// done ctx fails it, else it goes at once).
+// Eager never waits: a done ctx fails it, else it goes at once.
 func (p *Pipe) Eager(ctx context.Context, tag transport.Tag, data []byte, _ bool) (bool, error) {
 	cost := int64(len(data)) + msg.Overhead
 	if len(data) > p.cfg.EagerMax {
@@ -286,8 +255,6 @@ func (p *Pipe) Eager(ctx context.Context, tag transport.Tag, data []byte, _ bool
 	return true, nil
 }
 
-// Announce announces message id; it offers data by address when the pipe
-// reads by address and data is large enough.
 func (p *Pipe) Announce(ctx context.Context, tag transport.Tag, id uint64, data []byte) (bool, bool, error) {
 	if err := transport.CtxError(ctx); err != nil {
 		return false, false, err
@@ -303,7 +270,6 @@ func (p *Pipe) Announce(ctx context.Context, tag transport.Tag, id uint64, data 
 	return true, f.addr != 0, nil
 }
 
-// Chunk sends part of message id.
 func (p *Pipe) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int, part []byte) (bool, error) {
 	if err := transport.CtxError(ctx); err != nil {
 		return false, err
@@ -312,36 +278,28 @@ func (p *Pipe) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int,
 	return true, nil
 }
 
-// Answer answers the announce of message id.
 func (p *Pipe) Answer(_ int, id uint64, a msg.Answer) {
 	p.send(pipeFrame{kind: pAnswer, id: id, answer: a})
 }
 
-// Retract withdraws message id.
 func (p *Pipe) Retract(tag transport.Tag, id uint64, ack bool) {
 	p.send(pipeFrame{kind: pRetract, tag: tag, id: id, ack: ack})
 }
 
-// Consumed hands n bytes of this end's window back to the other.
 func (p *Pipe) Consumed(n int64) { p.send(pipeFrame{kind: pCredit, n: n}) }
 
-// Abort tells the other end of an abort.
 func (p *Pipe) Abort(a *transport.AbortError, at int64) {
 	p.send(pipeFrame{kind: pAbort, tag: transport.Tag{Group: a.Group, Seq: a.Seq}, at: at,
 		code: transport.CodeOf(a.Cause), data: []byte(a.Cause.Error())})
 }
 
-// Ping tells the other end this one lives.
 func (p *Pipe) Ping() { p.send(pipeFrame{kind: pPing}) }
 
-// Hold counts an operation waiting for a frame (the reader runs whenever
-// frames come, so nothing else is needed).
+// Hold only counts: the reader runs whenever frames come.
 func (p *Pipe) Hold(int) { p.holds.Add(1) }
 
-// Release ends a Hold.
 func (p *Pipe) Release(int, bool) { p.holds.Add(-1) }
 
-// Wait returns once ready holds, ctx ends or the end is down.
 func (p *Pipe) Wait(ctx context.Context, _ int, ready func() bool) {
 	for {
 		p.mu.Lock()
@@ -358,15 +316,12 @@ func (p *Pipe) Wait(ctx context.Context, _ int, ready func() bool) {
 	}
 }
 
-// Wake ends the end's waits early.
 func (p *Pipe) Wake(int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.signalLocked()
 }
 
-// Tick pings when nothing went out for half a heartbeat and reports when
-// the other end was last heard.
 func (p *Pipe) Tick() int64 {
 	now := time.Now().UnixNano()
 	if hb := p.peer.HeartbeatInterval(); now-p.lastSent.Load() >= int64(hb/2) {
@@ -375,8 +330,8 @@ func (p *Pipe) Tick() int64 {
 	return p.heard.Load()
 }
 
-// Close closes the end: the other end's Peer is told (Lose) once it has
-// read what came before.
+// Close closes the end: the other end's Peer loses it once it has read
+// what came before.
 func (p *Pipe) Close() {
 	p.mu.Lock()
 	if p.closed.Swap(true) {
@@ -396,7 +351,6 @@ func (p *Pipe) Close() {
 	}
 }
 
-// ReadAt copies what the other end offered at addr, from off, into dst.
 func (s singlePipe) ReadAt(dst []byte, addr uint64, off int) error {
 	o := s.other
 	o.mu.Lock()
@@ -409,9 +363,8 @@ func (s singlePipe) ReadAt(dst []byte, addr uint64, off int) error {
 	return nil
 }
 
-// read is the reader goroutine: it hands the queued frames to the Peer,
-// a batch at a time, and wakes the end's waits after each batch, until
-// none is left.
+// read is the reader goroutine: it hands the queued frames to the Peer, a
+// batch at a time, waking the end's waits after each, until none is left.
 func (p *Pipe) read() {
 	for {
 		p.mu.Lock()
@@ -440,7 +393,6 @@ func (p *Pipe) read() {
 	}
 }
 
-// deliver hands one frame to the Peer.
 func (p *Pipe) deliver(f *pipeFrame) error {
 	peer := p.peer
 	switch f.kind {
@@ -478,7 +430,6 @@ func (p *Pipe) deliver(f *pipeFrame) error {
 	return nil
 }
 
-// credited takes n bytes of window back.
 func (p *Pipe) credited(n int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -487,13 +438,4 @@ func (p *Pipe) credited(n int64) error {
 	}
 	p.credit += n
 	return nil
-}
-
-// PipePair is the link suite's LinkFunc over pipes.
-func PipePair(cfg PipeConfig) LinkFunc {
-	return func(*testing.T) LinkPair {
-		cfg := cfg.withDefaults()
-		a, b := NewPipe(cfg)
-		return LinkPair{A: a.Link(), B: b.Link(), Window: cfg.Window}
-	}
 }

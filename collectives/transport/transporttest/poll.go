@@ -10,13 +10,11 @@ import (
 )
 
 // PollRig is what the polling checks need of a transport whose waits
-// poll before they park.
+// poll before they park: the variable that sets its budget, how to make
+// a fresh group (of two ranks, after Env is set), and a rank's budget.
 type PollRig struct {
-	// Env is the variable that sets the transport's polling budget.
-	Env string
-	// Make connects a fresh group (of two ranks, after Env is set).
+	Env  string
 	Make MakeFunc
-	// Poll is the budget of rank tr's waits.
 	Poll func(tr transport.Transport) *spin.Adaptive
 }
 
@@ -34,8 +32,7 @@ func Polling(t *testing.T, rig PollRig) {
 	t.Run("Adapts", func(t *testing.T) { testPollAdapts(t, rig) })
 }
 
-// pollGroup makes rig's group, closed when the test ends, with the
-// budgets set to max (whatever this host's CPUs).
+// pollGroup makes rig's group, closed when the test ends, its budgets max.
 func pollGroup(t *testing.T, rig PollRig, max time.Duration) []transport.Transport {
 	ts := rig.Make(t, 2)
 	t.Cleanup(func() {
@@ -87,8 +84,6 @@ func testPollAdapts(t *testing.T, rig PollRig) {
 	t.Fatalf("after three waits of 100 ms the budget is still %v: the waits did not adapt it", spin.MaxPoll)
 }
 
-// lateMessage has rank 1 send rank 0 a message after delay, while rank 0
-// waits for it.
 func lateMessage(ts []transport.Transport, delay time.Duration, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), Long)
 	defer cancel()

@@ -91,14 +91,13 @@ func pattern(n int, seed byte) []byte {
 	return b
 }
 
-// Async runs fn in a goroutine and returns a channel with its error.
 func Async(fn func() error) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- fn() }()
 	return ch
 }
 
-// Await returns the error from ch, failing the test if it takes longer than d.
+// Await returns the error from ch, failing the test after d.
 func Await(t *testing.T, ch <-chan error, d time.Duration, what string) error {
 	t.Helper()
 	select {
