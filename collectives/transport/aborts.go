@@ -19,9 +19,10 @@ type Aborts struct {
 	order []collKey // oldest first
 }
 
-// abortRec is one remembered abort.
+// abortRec is one remembered abort, made at when (Unix nanoseconds, at
+// its origin).
 type abortRec struct {
-	when int64 // when it was made, at its origin (unix nanoseconds)
+	when int64
 	err  *AbortError
 }
 

@@ -30,7 +30,6 @@ const (
 	CauseDeadlineExceeded                       // context.DeadlineExceeded
 )
 
-// causeSentinels lists the sentinels in bit order.
 var causeSentinels = [...]error{
 	errs.ErrClosed,
 	errs.ErrTimeout,
@@ -69,15 +68,12 @@ type RemoteError struct {
 	Text string
 }
 
-// RemoteCause returns the error a rank that received (code, text) hands
-// on: a *RemoteError.
 func RemoteCause(code CauseCode, text string) error {
 	return &RemoteError{Code: code, Text: text}
 }
 
 func (e *RemoteError) Error() string { return e.Text }
 
-// Is reports whether target is one of the sentinels of e.Code.
 func (e *RemoteError) Is(target error) bool {
 	for i, s := range causeSentinels {
 		if e.Code&(1<<i) != 0 && target == s {

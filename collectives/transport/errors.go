@@ -31,27 +31,23 @@ var (
 	ErrBadArgument = errs.ErrBadArgument
 )
 
-// AbortError is the error an operation fails with when its collective was
-// aborted. It matches ErrAborted with errors.Is and unwraps to Cause, so
-// errors.Is also finds the cause's sentinels: in process the cause itself, across
-// a wire its text and a cause code (CodeOf, RemoteCause) that keeps them.
+// AbortError is the error an operation fails with when its collective
+// (Group, Seq) was aborted by rank Origin for Cause (never nil). It
+// matches ErrAborted with errors.Is and unwraps to Cause, so errors.Is
+// also finds the cause's sentinels: in process the cause itself, across a
+// wire its text and a cause code (CodeOf, RemoteCause) that keeps them.
 type AbortError struct {
-	// Origin is the rank that called Abort.
-	Origin int
-	// Group and Seq name the aborted collective.
+	Origin     int
 	Group, Seq uint64
-	// Cause is the error the origin gave to Abort (never nil).
-	Cause error
+	Cause      error
 }
 
 func (e *AbortError) Error() string {
 	return fmt.Sprintf("collective (group %d seq %d) aborted by rank %d: %v", e.Group, e.Seq, e.Origin, e.Cause)
 }
 
-// Is makes errors.Is(err, ErrAborted) true.
 func (e *AbortError) Is(target error) bool { return target == ErrAborted }
 
-// Unwrap returns the cause.
 func (e *AbortError) Unwrap() error { return e.Cause }
 
 // CtxError turns a finished context's error into the transport's form:

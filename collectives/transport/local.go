@@ -22,13 +22,13 @@ type hub struct {
 	windows map[Tag]*window
 }
 
-// matchKey names one stream of messages.
+// matchKey names one stream of messages, collKey one collective (the
+// unit Abort acts on).
 type matchKey struct {
 	src, dst int
 	tag      Tag
 }
 
-// collKey names one collective, the unit Abort acts on.
 type collKey struct{ group, seq uint64 }
 
 func keyOf(t Tag) collKey { return collKey{t.Group, t.Seq} }
@@ -80,7 +80,6 @@ func (l *local) Recv(ctx context.Context, src int, tag Tag, into []byte) error {
 	return l.xfer(ctx, false, src, tag, into)
 }
 
-// xfer is Send (send == true) or Recv.
 func (l *local) xfer(ctx context.Context, send bool, peer int, tag Tag, buf []byte) (err error) {
 	defer func() {
 		if err != nil {
@@ -186,7 +185,6 @@ func (h *hub) await(ctx context.Context, k matchKey, p *pending) error {
 	return <-p.done
 }
 
-// checkLocked reports why rank may not start an operation with peer on tag.
 func (h *hub) checkLocked(rank, peer int, tag Tag) error {
 	if h.closed[rank] {
 		return ErrClosed
@@ -216,7 +214,6 @@ func remove(list *[]*pending, p *pending) bool {
 	return false
 }
 
-// Abort fails the collective (tag.Group, tag.Seq) on every rank of the hub.
 func (l *local) Abort(tag Tag, cause error) {
 	if cause == nil {
 		cause = fmt.Errorf("no cause given")
@@ -257,7 +254,6 @@ func failAll(q *queue, sendErr, recvErr error) {
 	}
 }
 
-// Close closes this rank's endpoint.
 func (l *local) Close() error {
 	h := l.hub
 	h.mu.Lock()

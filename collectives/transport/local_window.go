@@ -10,9 +10,7 @@ import (
 )
 
 // leaveBound caps how long Leave waits, after a failure, for the peers to
-// finish the memory work of their current phase. Phases are memcpy and
-// reduction loops, so this is never reached in practice; it only keeps the
-// wait bounded.
+// finish the memory work (memcpy and reduction loops) of their phase.
 const leaveBound = 10 * time.Second
 
 // Per-rank states in a window.
@@ -116,7 +114,6 @@ func (lw *localWindow) Sync(ctx context.Context) error {
 
 func (lw *localWindow) Leave() { lw.once.Do(func() { lw.w.leave(lw.rank) }) }
 
-// barrier waits for all ranks to arrive at the current generation.
 func (w *window) barrier(ctx context.Context, rank int) error {
 	w.mu.Lock()
 	if w.err != nil {
@@ -194,8 +191,6 @@ func (w *window) setStateLocked(rank, s int) {
 	w.checkQuietLocked()
 }
 
-// checkQuietLocked closes quietCh once the window has failed and no rank is
-// in a phase.
 func (w *window) checkQuietLocked() {
 	if w.err == nil {
 		return
@@ -212,7 +207,6 @@ func (w *window) checkQuietLocked() {
 	}
 }
 
-// fail fails the window once; later calls are ignored.
 func (w *window) fail(err error) {
 	w.mu.Lock()
 	if w.err != nil {

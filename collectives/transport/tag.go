@@ -28,25 +28,18 @@ type Tag struct {
 	Step  uint32
 }
 
-// The tag layout's limits.
+// The tag layout (see Tag): where a part number starts in Step, the
+// bounds of an algorithm's steps, of a collective's parts and sequence
+// numbers, and of the ranks that send point to point.
 const (
-	// PartShift is where a part number starts in Step.
-	PartShift = 20
-	// MaxStep bounds an algorithm's own step numbers.
-	MaxStep = 1 << PartShift
-	// MaxParts bounds a collective's part numbers.
-	MaxParts = 1 << (32 - PartShift)
-	// MaxSeq bounds a collective's sequence numbers: the Seqs above belong
-	// to point-to-point messages.
-	MaxSeq = 1 << 63
-	// MaxP2PRank bounds the ranks of a group that sends point to point.
+	PartShift  = 20
+	MaxStep    = 1 << PartShift
+	MaxParts   = 1 << (32 - PartShift)
+	MaxSeq     = 1 << 63
 	MaxP2PRank = 1 << 15
-)
 
-// p2pBit marks a point-to-point Seq; derivedBit a group made by Split.
-const (
-	p2pBit     = 1 << 63
-	derivedBit = 1 << 63
+	p2pBit     = 1 << 63 // a point-to-point Seq
+	derivedBit = 1 << 63 // a group made by Split
 )
 
 // CollTag is the tag of step step of part part of the collective seq of
@@ -70,14 +63,12 @@ func P2PTag(group uint64, src, dst int, seq uint64) Tag {
 	return Tag{Group: group, Seq: p2pBit | uint64(src)<<48 | uint64(dst)<<32 | seq&0xFFFFFFFF}
 }
 
-// P2P reports whether t is a point-to-point message's tag.
 func (t Tag) P2P() bool { return t.Seq&p2pBit != 0 }
 
 // Collective is the tag with its Step cleared: the name of the collective
 // (or point-to-point message) t belongs to, which Abort acts on.
 func (t Tag) Collective() Tag { return Tag{Group: t.Group, Seq: t.Seq} }
 
-// Part is the part number t carries.
 func (t Tag) Part() uint32 { return t.Step >> PartShift }
 
 // WithStep returns t with its algorithm step replaced by step (its part

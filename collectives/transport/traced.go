@@ -27,8 +27,7 @@ func Traced(t Transport, rec *trace.Recorder) Transport {
 }
 
 // Linker is implemented by transports whose peers are linked by
-// different carriers (shared memory to some, TCP to others): Via names
-// the carrier of peer's link ("" for none).
+// different carriers: Via names the carrier of peer's link ("" for none).
 type Linker interface {
 	Via(peer int) string
 }

@@ -34,17 +34,11 @@ import "context"
 //   - All methods are safe for concurrent use; a Transport starts no
 //     goroutine that outlives Close.
 type Transport interface {
-	// Rank is this endpoint's rank.
 	Rank() int
-	// Size is the number of ranks in the group.
 	Size() int
-	// Send delivers data to rank dst under tag.
 	Send(ctx context.Context, dst int, tag Tag, data []byte) error
-	// Recv receives the message sent by rank src under tag into into.
 	Recv(ctx context.Context, src int, tag Tag, into []byte) error
-	// Abort fails the collective (tag.Group, tag.Seq) on every rank.
 	Abort(tag Tag, cause error)
-	// Close shuts this endpoint down.
 	Close() error
 }
 
@@ -87,6 +81,5 @@ type Window interface {
 	Buffers(rank int) [][]byte
 	// Sync is a barrier of all ranks of the window.
 	Sync(ctx context.Context) error
-	// Leave ends this rank's use of the window.
 	Leave()
 }

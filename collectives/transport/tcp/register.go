@@ -8,26 +8,19 @@ import (
 )
 
 // The tcp carrier links any two ranks, on one host or two; a pair that
-// has a better one (shared memory on one host) takes that.
+// has a better one (shared memory on one host) takes that. A rank's
+// Listener, made before the ranks meet, is its msg.Prepared.
 func init() {
-	msg.Register(msg.Carrier{Name: "tcp", Preference: 0, Prepare: prepare})
+	msg.Register(msg.Carrier{Name: "tcp", Preference: 0, Prepare: func(host string) (msg.Prepared, error) {
+		l, err := Listen(net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err // not a nil *Listener in a non-nil msg.Prepared
+		}
+		return l, nil
+	}})
 }
 
-// prepared is a rank's listener, made before the ranks meet so that its
-// address goes out with the roster.
-type prepared struct{ ln *Listener }
-
-func prepare(host string) (msg.Prepared, error) {
-	ln, err := Listen(net.JoinHostPort(host, "0"))
-	if err != nil {
-		return nil, err
-	}
-	return prepared{ln}, nil
-}
-
-func (p prepared) Addr() string { return p.ln.Addr() }
-func (p prepared) Close() error { return p.ln.Close() }
-
-func (p prepared) Connect(ctx context.Context, s msg.Setup) ([]msg.Link, error) {
-	return p.ln.ConnectLinks(ctx, Config{Setup: s})
+// Connect is ConnectLinks with the Setup Join gives every carrier.
+func (l *Listener) Connect(ctx context.Context, s msg.Setup) ([]msg.Link, error) {
+	return l.ConnectLinks(ctx, Config{Setup: s})
 }
