@@ -8,8 +8,8 @@ import (
 )
 
 // Abort fails the collective (tag.Group, tag.Seq) on every rank: this
-// rank's operations at once, the peers' when the abort reaches them (it
-// goes out on every link; the first abort of a collective wins).
+// rank's operations at once, the peers' when it reaches them on their
+// links.
 func (e *Endpoint) Abort(tag transport.Tag, cause error) {
 	if cause == nil {
 		cause = errors.New("no cause given")
@@ -30,8 +30,8 @@ func (e *Endpoint) Abort(tag transport.Tag, cause error) {
 	}
 }
 
-// sweep fails every operation of tag's collective with a, with every
-// peer, and drops the messages held for it.
+// sweep fails every operation of tag's collective with a and drops the
+// messages held for it.
 func (e *Endpoint) sweep(tag transport.Tag, a error) {
 	same := func(x transport.Tag) bool { return x.Group == tag.Group && x.Seq == tag.Seq }
 	for _, p := range e.peers {
@@ -56,9 +56,8 @@ func (e *Endpoint) sweep(tag transport.Tag, a error) {
 	}
 }
 
-// sweepQueue fails tag's Recvs with a and drops its messages. An active
-// message stays matched until its last chunk or its retraction arrives.
-// p.mu is held.
+// sweepQueue fails tag's Recvs with a and drops its messages (an active
+// one stays matched until its last chunk or its retraction). p.mu is held.
 func (p *Peer) sweepQueue(tag transport.Tag, q *tagQ, a error) {
 	p.failPosted(q, a)
 	for _, m := range q.arrived {

@@ -7,9 +7,8 @@ import (
 )
 
 // awaitAnswer waits for the answer to message id, announced by Send s.
-// When the Send fails first (its context, an abort, the peer's loss) it
-// gives up, retracting the message (withdrawing it when it was offered
-// by address) and returns the error Send returns.
+// When the Send fails first it gives the message up (abandon) and returns
+// the error Send returns.
 func (p *Peer) awaitAnswer(ctx context.Context, s *sendOp, id uint64) (Answer, error) {
 	ready := func() bool { return len(s.answer) > 0 || len(s.fail) > 0 }
 	var w waiter
@@ -49,10 +48,8 @@ func (p *Peer) abandon(s *sendOp, id uint64, err error) error {
 }
 
 // withdraw retracts message id, offered by address, after its Send ended
-// with err, and waits until the receiver answers: then nothing reads the
-// message any more, and the caller may have its buffer back. It returns
-// err, or the peer's loss (this endpoint's close) if that comes first:
-// nothing waits for a lost peer.
+// with err, and waits until the receiver answers (then nothing reads the
+// buffer any more) or the peer is lost.
 func (p *Peer) withdraw(s *sendOp, id uint64, err error) error {
 	p.mu.Lock()
 	if p.lost == nil {

@@ -8,32 +8,21 @@ import (
 	"go.uber.org/zap"
 )
 
-// Config is one rank's message layer: who it is and its limits. A
-// transport package fills it from its own configuration.
+// Config is one rank's message layer: Rank and Size, the Name its errors
+// start with (default "msg"), and MaxBuffered, PeerTimeout and
+// HeartbeatInterval as in Setup (a peer that overruns MaxBuffered breaks
+// the protocol). Poll is the most a wait polls before it parks (see
+// internal/spin; 0: never). Logger, if set, logs the loss of peers.
 type Config struct {
-	// Rank is this endpoint's rank, 0 <= Rank < Size.
-	Rank, Size int
-	// Name prefixes the endpoint's errors ("tcp", "shm", ...); default
-	// "msg".
-	Name string
-	// MaxBuffered bounds, per peer, the bytes of eager messages this rank
-	// holds for Recvs not taken yet (each counting Overhead more): the
-	// window the peer's link spends. A peer that overruns it breaks the
-	// protocol.
-	MaxBuffered int
-	// PeerTimeout is how long a peer may stay silent before it is lost.
-	PeerTimeout time.Duration
-	// HeartbeatInterval is how often the Endpoint ticks its links (pings,
-	// window hand-backs, silence checks); at most PeerTimeout/3.
+	Rank, Size        int
+	Name              string
+	MaxBuffered       int
+	PeerTimeout       time.Duration
 	HeartbeatInterval time.Duration
-	// Poll is the most a wait polls before it parks (see internal/spin;
-	// 0: never polls). Links read it through Peer.Poll.
-	Poll time.Duration
-	// Logger, if set, logs the loss of peers; nil logs nothing.
-	Logger *zap.Logger
+	Poll              time.Duration
+	Logger            *zap.Logger
 }
 
-// check reports what is wrong with c for links.
 func (c Config) check(links []Link) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("msg: config: %w: %s", transport.ErrBadArgument, fmt.Sprintf(format, a...))

@@ -2,6 +2,7 @@ package msg
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -126,11 +127,12 @@ func (e *Endpoint) wrap(peer int, what string, tag transport.Tag, err error) err
 	return fmt.Errorf("%s: rank %d: peer %d: %s %v: %w", e.cfg.Name, e.cfg.Rank, peer, what, tag, err)
 }
 
-func (e *Endpoint) peerOf(r int) (*Peer, error) {
+// peerOf is rank r's Peer, for an operation that ctx bounds.
+func (e *Endpoint) peerOf(ctx context.Context, r int) (*Peer, error) {
 	if r < 0 || r >= e.cfg.Size || r == e.cfg.Rank {
 		return nil, transport.ErrBadPeer
 	}
-	return e.peers[r], nil
+	return e.peers[r], transport.CtxError(ctx)
 }
 
 // LosePeer marks rank lost for cause, as if its link had ended (see
@@ -138,7 +140,7 @@ func (e *Endpoint) peerOf(r int) (*Peer, error) {
 // it so that no operation waits for the peer timeout. An unknown rank,
 // this rank, or a peer already lost is ignored.
 func (e *Endpoint) LosePeer(rank int, cause error) {
-	p, err := e.peerOf(rank)
+	p, err := e.peerOf(context.Background(), rank)
 	if err != nil {
 		return
 	}

@@ -51,8 +51,8 @@ func (p *Peer) Eager(tag transport.Tag, n int) (*Sink, error) {
 	return m.sinkOf(p, sinkMsg, 0, n), nil
 }
 
-// Announced takes the announce (RTS) of message id of size bytes under
-// tag, which came on lane; addr is where the sender offers it for a
+// Announced takes the announce of message id of size bytes under tag,
+// which came on lane; addr is where the sender offers it for a
 // single-copy read (0: not offered).
 func (p *Peer) Announced(lane int, tag transport.Tag, id, size, addr uint64) error {
 	p.mu.Lock()
@@ -147,7 +147,7 @@ func (p *Peer) Retracted(id uint64, ack bool) error {
 }
 
 // arrivedRTS finds announced message id among those waiting for a Recv:
-// q.arrived[i] of tag's queue q (nil: none). p.mu is held.
+// q.arrived[i] (q nil: none). p.mu is held.
 func (p *Peer) arrivedRTS(id uint64) (transport.Tag, *tagQ, int) {
 	for tag, q := range p.queues {
 		for i, m := range q.arrived {
@@ -159,8 +159,8 @@ func (p *Peer) arrivedRTS(id uint64) (transport.Tag, *tagQ, int) {
 	return transport.Tag{}, nil, 0
 }
 
-// Aborted takes the peer's abort of collective (group, seq), aborted at
-// Unix nanoseconds at for code and text.
+// Aborted takes the peer's abort of collective (group, seq), made at Unix
+// nanoseconds at, and its cause.
 func (p *Peer) Aborted(group, seq uint64, at int64, code transport.CauseCode, text string) {
 	a := &transport.AbortError{Origin: p.rank, Group: group, Seq: seq,
 		Cause: transport.RemoteCause(code, text)}

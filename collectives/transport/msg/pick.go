@@ -11,9 +11,9 @@ import (
 // most preferred carrier that links it.
 const Auto = "auto"
 
-// Side is what the roster says of one rank, for choosing the carrier of a
-// pair: its host identity, the carriers it has readied, and the transport
-// it asked for (Auto, or a carrier's name).
+// Side is what the roster says of one rank: its host identity, the
+// carriers it has readied, and the transport it asked for (Auto, or a
+// carrier's name).
 type Side struct {
 	Rank     int
 	Host     string
@@ -23,10 +23,9 @@ type Side struct {
 
 // Pick chooses the carrier that links ranks a and b: the one both asked
 // for, else (both Auto) the most preferred that both have and that
-// reaches from one to the other. It depends only on what both sides say,
-// so the two ranks pick alike. It fails with ErrNoCarrier, naming why,
-// when none fits, and with errs.ErrMismatch when the two asked for
-// different carriers.
+// reaches from one to the other; both ranks pick alike. It fails with
+// ErrNoCarrier when none fits, with errs.ErrMismatch when the two asked
+// for different carriers.
 func Pick(a, b Side) (string, error) {
 	asked := func(s Side) string {
 		if s.Asked == "" {

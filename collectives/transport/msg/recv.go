@@ -6,17 +6,13 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
-// Recv receives the message sent by rank src under tag into into.
 func (e *Endpoint) Recv(ctx context.Context, src int, tag transport.Tag, into []byte) error {
 	return e.wrap(src, "recv", tag, e.recv(ctx, src, tag, into))
 }
 
 func (e *Endpoint) recv(ctx context.Context, src int, tag transport.Tag, into []byte) error {
-	p, err := e.peerOf(src)
+	p, err := e.peerOf(ctx, src)
 	if err != nil {
-		return err
-	}
-	if err := transport.CtxError(ctx); err != nil {
 		return err
 	}
 	r := getOp(into, tag, p.link.LaneOf(tag))
@@ -35,9 +31,9 @@ func (e *Endpoint) recv(ctx context.Context, src int, tag transport.Tag, into []
 	return err
 }
 
-// await waits for Recv r's end: in the link's Wait (which may read the
-// message on this goroutine), reading a message offered by address
-// itself, and ending r when ctx ends.
+// await waits for Recv r's end in the link's Wait (which may read the
+// message on this goroutine), reads a message offered by address itself,
+// and ends r when ctx ends.
 func (p *Peer) await(ctx context.Context, r *op) error {
 	ready := r.ready
 	var w waiter

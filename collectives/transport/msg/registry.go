@@ -14,40 +14,36 @@ import (
 // ranks by the most preferred carrier both ranks have that reaches from
 // one to the other.
 type Carrier struct {
-	// Name is what CHOREO_TRANSPORT and cluster.JoinConfig.Transport call it.
-	Name string
-	// Preference orders carriers: a pair takes the highest both ranks have.
+	// Name is what CHOREO_TRANSPORT and cluster.JoinConfig.Transport call
+	// it; a pair takes the carrier of highest Preference both ranks have.
+	Name       string
 	Preference int
-	// SameHost says the carrier reaches only ranks on this rank's host
-	// (ranks with the same host identity).
-	SameHost bool
-	// Supported reports whether this process can use the carrier (nil:
-	// always).
+	// SameHost says the carrier reaches only ranks with this rank's host
+	// identity; Supported (nil: always) whether this process can use it.
+	SameHost  bool
 	Supported func() bool
 	// Prepare readies this rank before the ranks meet (a listener on
 	// host, say): its Addr goes to every peer with the roster.
 	Prepare func(host string) (Prepared, error)
 }
 
-// Prepared is a carrier readied by Prepare.
+// Prepared is a carrier readied by Prepare. Addr is where peers reach
+// this rank ("" when they need nothing). Connect links this rank to
+// s.Peers and returns the links by rank (nil for the others); it, or
+// Close when Connect is not called, releases what Prepare took.
 type Prepared interface {
-	// Addr is where peers reach this rank ("" when they need nothing).
 	Addr() string
-	// Connect links this rank to s.Peers and returns the links indexed by
-	// rank (nil for the ranks not in s.Peers). It releases what Prepare
-	// took, whatever it returns.
 	Connect(ctx context.Context, s Setup) ([]Link, error)
-	// Close releases what Prepare took, when Connect is not called.
 	Close() error
 }
 
-// MinSecret is the shortest group secret a carrier accepts.
-const MinSecret = 16
-
-// DefaultMaxBuffered is the window a rank announces to each peer unless
-// configured otherwise: the bytes it holds, per peer, for Recvs not
-// posted yet.
-const DefaultMaxBuffered = 4 << 20
+// MinSecret is the shortest group secret a carrier accepts, and
+// DefaultMaxBuffered the window a rank announces to each peer unless
+// configured otherwise.
+const (
+	MinSecret          = 16
+	DefaultMaxBuffered = 4 << 20
+)
 
 // EnvPoll is the variable that sets the most a wait polls for its peer
 // before it parks (a Go duration; 0 turns polling off). Unset, a rank
@@ -76,8 +72,8 @@ func Register(c Carrier) {
 	slices.SortStableFunc(carriers.all, func(a, b Carrier) int { return b.Preference - a.Preference })
 }
 
-// Carriers returns the registered carriers this process supports, most
-// preferred first.
+// Carriers returns the registered carriers this process supports, and
+// Names all the registered ones' names, most preferred first.
 func Carriers() []Carrier {
 	carriers.mu.Lock()
 	all := slices.Clone(carriers.all)
@@ -98,7 +94,6 @@ func Lookup(name string) (Carrier, bool) {
 	return Carrier{}, false
 }
 
-// Names returns the registered carriers' names, most preferred first.
 func Names() []string {
 	carriers.mu.Lock()
 	defer carriers.mu.Unlock()

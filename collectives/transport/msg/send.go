@@ -9,8 +9,8 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
-// sendOp is a rendezvous Send waiting for its answer, on a reader of
-// lane (it Holds lane until release).
+// sendOp is a rendezvous Send waiting for its answer on lane, which it
+// Holds until release.
 type sendOp struct {
 	tag     transport.Tag
 	lane    int
@@ -21,7 +21,7 @@ type sendOp struct {
 	waiting atomic.Bool // in the link's Wait
 }
 
-// failWith fails s with err (once) and wakes its wait. p.mu is held.
+// failWith fails s with err, once. p.mu is held.
 func (s *sendOp) failWith(p *Peer, err error) {
 	select {
 	case s.fail <- err:
@@ -32,24 +32,19 @@ func (s *sendOp) failWith(p *Peer, err error) {
 	}
 }
 
-// release ends s's Hold of its lane, once.
 func (s *sendOp) release(p *Peer, delivered bool) {
 	if s.held.CompareAndSwap(true, false) {
 		p.link.Release(s.lane, delivered)
 	}
 }
 
-// Send delivers data to rank dst under tag.
 func (e *Endpoint) Send(ctx context.Context, dst int, tag transport.Tag, data []byte) error {
 	return e.wrap(dst, "send", tag, e.send(ctx, dst, tag, data))
 }
 
 func (e *Endpoint) send(ctx context.Context, dst int, tag transport.Tag, data []byte) error {
-	p, err := e.peerOf(dst)
+	p, err := e.peerOf(ctx, dst)
 	if err != nil {
-		return err
-	}
-	if err := transport.CtxError(ctx); err != nil {
 		return err
 	}
 	if done, err := p.sendEager(ctx, tag, data, true); done {
@@ -58,17 +53,12 @@ func (e *Endpoint) send(ctx context.Context, dst int, tag transport.Tag, data []
 	return p.sendRendezvous(ctx, tag, data)
 }
 
-// TrySend sends data to rank dst under tag if it can go at once, without
-// waiting for the receiver: it fits the link's EagerMax, the receiver's
-// window has room and the link need not wait for room. It reports whether
-// it did; when it did not, nothing was sent and the caller may Send. With
-// done true, err is what Send would have returned.
+// TrySend sends data to rank dst under tag if it can go at once (it fits
+// the link's EagerMax, the receiver's window and the link's room), else
+// sends nothing and reports false (see transport.TrySender).
 func (e *Endpoint) TrySend(ctx context.Context, dst int, tag transport.Tag, data []byte) (done bool, err error) {
-	p, err := e.peerOf(dst)
+	p, err := e.peerOf(ctx, dst)
 	if err != nil {
-		return true, e.wrap(dst, "send", tag, err)
-	}
-	if err := transport.CtxError(ctx); err != nil {
 		return true, e.wrap(dst, "send", tag, err)
 	}
 	done, err = p.sendEager(ctx, tag, data, false)
@@ -76,8 +66,7 @@ func (e *Endpoint) TrySend(ctx context.Context, dst int, tag transport.Tag, data
 }
 
 // sendEager sends data whole through the link when it fits the eager
-// limit and the peer's window, reporting done; otherwise (done false) it
-// sends nothing, and the message must wait for its Recv.
+// limit and the peer's window (done), else nothing.
 func (p *Peer) sendEager(ctx context.Context, tag transport.Tag, data []byte, wait bool) (done bool, err error) {
 	if len(data) > p.lim.EagerMax {
 		return false, nil
@@ -95,17 +84,15 @@ func (p *Peer) sendEager(ctx context.Context, tag transport.Tag, data []byte, wa
 	return true, p.sendErr(err)
 }
 
-// sendRendezvous announces data, waits for the receiver's answer, then
-// sends it in chunks (unless the receiver read it by address).
+// sendRendezvous announces data, waits for the answer, then sends it in
+// chunks (unless the receiver read it by address).
 func (p *Peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byte) error {
 	if err := p.turn(ctx); err != nil {
 		return err
 	}
 	defer func() { <-p.turns }()
-	// A peer may read data by address until the Send returns.
-	defer runtime.KeepAlive(data)
+	defer runtime.KeepAlive(data) // the peer may read it by address until then
 	s := &sendOp{tag: tag, lane: p.link.LaneOf(tag), answer: make(chan Answer, 1), fail: make(chan error, 1)}
-	// The answer comes on s.lane: a reader must run there until it has.
 	s.held.Store(true)
 	p.link.Hold(s.lane)
 	id, err := p.register(s)
@@ -140,7 +127,7 @@ func (p *Peer) sendRendezvous(ctx context.Context, tag transport.Tag, data []byt
 	return p.stream(ctx, s, id, data)
 }
 
-// turn waits for one of the rendezvous sends in flight toward p.
+// turn waits for a turn among the rendezvous sends in flight toward p.
 func (p *Peer) turn(ctx context.Context) error {
 	select {
 	case p.turns <- struct{}{}:
@@ -157,8 +144,6 @@ func (p *Peer) turn(ctx context.Context) error {
 	}
 }
 
-// register gives s a message id, unless an operation on its tag may not
-// start.
 func (p *Peer) register(s *sendOp) (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -185,7 +170,6 @@ func (p *Peer) giveUp(s *sendOp, id uint64, retract bool, err error) error {
 	return p.sendErr(err)
 }
 
-// stream sends data in chunks once the receiver answered Go.
 func (p *Peer) stream(ctx context.Context, s *sendOp, id uint64, data []byte) error {
 	n := len(data)
 	for off := 0; off < n; {

@@ -9,18 +9,15 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport"
 )
 
-// Defaults of Setup's limits.
+// Defaults of Setup's limits. DefaultEagerMax is 64 KiB and a small
+// header (a 2-rank all-reduce's signature); DefaultHeartbeatInterval is
+// the longest default, since the heartbeat also moves what arrives while
+// nothing waits on a peer.
 const (
-	// DefaultEagerMax is the largest message sent before its Recv is
-	// posted: 64 KiB and a small header (a 2-rank all-reduce's signature).
-	DefaultEagerMax = 65 << 10
-	// DefaultHeartbeatInterval is the longest default HeartbeatInterval:
-	// the heartbeat also moves what arrives while nothing waits on a peer.
+	DefaultEagerMax          = 65 << 10
 	DefaultHeartbeatInterval = 250 * time.Millisecond
-	// DefaultPeerTimeout is how long a peer may stay silent by default.
-	DefaultPeerTimeout = 10 * time.Second
-	// DefaultHandshakeTimeout bounds one connection's handshake.
-	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultPeerTimeout       = 10 * time.Second
+	DefaultHandshakeTimeout  = 5 * time.Second
 )
 
 // Setup is one rank's part of a group as a carrier's Connect sees it,
@@ -107,7 +104,7 @@ func (c Setup) Normalize(name string, maxBuffered int) (Setup, error) {
 }
 
 // sortedPeers is c.Peers sorted (every other rank where nil), and whether
-// they are ranks of the group other than this one, each once.
+// they are other ranks of the group, each once.
 func (c Setup) sortedPeers() ([]int, bool) {
 	if c.Peers == nil {
 		out := make([]int, 0, c.Size-1)

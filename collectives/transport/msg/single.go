@@ -6,17 +6,15 @@ import (
 )
 
 // singlePiece is the most bytes one SingleCopy.ReadAt reads: between
-// pieces a read looks whether its Recv was ended.
+// pieces a read looks whether its Recv was ended (errHalted).
 const singlePiece = 4 << 20
 
-// errHalted reports a read stopped because its Recv ended.
 var errHalted = errors.New("read halted")
 
 // readSingle reads message m into Recv r's buffer from the sender's
-// memory (the link's SingleCopy) and ends both: r with nil once every
-// byte is read, or with what ended it meanwhile. It runs on r's
-// goroutine, which the match handed m (r is busy until then). The
-// sender is answered Done in any case; a read that fails loses the peer.
+// memory, on r's goroutine, and ends both: r with nil once every byte is
+// read, or with what ended it meanwhile. The sender is answered Done in
+// any case; a read that fails loses the peer.
 func (p *Peer) readSingle(r *op, m *inMsg) {
 	p.mu.Lock()
 	run := r.stop == nil && p.lost == nil
@@ -53,8 +51,6 @@ func (p *Peer) readSingle(r *op, m *inMsg) {
 	}
 }
 
-// readAll reads m's bytes into r.buf (len(r.buf) == m.size, checked at
-// the match) in pieces, until all are read, r is halted or a read fails.
 func (p *Peer) readAll(r *op, m *inMsg) error {
 	buf := r.buf[:m.size]
 	for off := 0; off < len(buf); {

@@ -2,7 +2,6 @@ package msg
 
 import "fmt"
 
-// Where a Sink's bytes go.
 const (
 	sinkDiscard = iota
 	sinkBuf     // m.data: an eager message no Recv waits for yet
@@ -12,12 +11,11 @@ const (
 // Sink is where one inbound frame's payload goes: a Recv's buffer, a
 // buffer for a message no Recv waits for yet, or nowhere.
 //
-// A link asks Take for where the next bytes go (a slice of at most n
-// bytes; nil: read and drop n of them), writes them there without any
-// lock held, says how many with Put (after a nil Take, the n dropped),
-// and repeats until the payload is in; then it calls Done. Between Take and Put the Endpoint does not end the Recv
-// whose buffer it is: one that must end (its context, an abort) calls
-// the link's Wake(lane) and ends at Put.
+// A link asks Take for where the next bytes go (at most n bytes; nil:
+// read and drop n), writes them there without any lock held, says how
+// many with Put, and repeats until the payload is in (Copy does all that
+// for a payload in memory); then it calls Done. A Recv that must end
+// between Take and Put wakes the lane and ends at Put.
 type Sink struct {
 	p    *Peer
 	m    *inMsg
@@ -27,7 +25,6 @@ type Sink struct {
 	r    *op // the Recv busy between Take and Put
 }
 
-// discard is the Sink of payloads nothing takes.
 var discard = Sink{kind: sinkDiscard}
 
 // Take returns where the next at most n bytes go.
@@ -51,7 +48,6 @@ func (s *Sink) Take(n int) []byte {
 	return nil
 }
 
-// Put says k bytes were written into what Take returned.
 func (s *Sink) Put(k int) {
 	switch s.kind {
 	case sinkBuf:
@@ -74,8 +70,6 @@ func (s *Sink) Put(k int) {
 	}
 }
 
-// Copy takes p whole: Take, copy and Put until every byte is in (or
-// dropped).
 func (s *Sink) Copy(p []byte) {
 	for len(p) > 0 {
 		n := len(p)
@@ -87,7 +81,6 @@ func (s *Sink) Copy(p []byte) {
 	}
 }
 
-// Done says the payload is whole.
 func (s *Sink) Done() error {
 	if s.kind == sinkDiscard {
 		return nil

@@ -25,12 +25,9 @@ func (e *Endpoint) tick() {
 	e.gmu.Unlock()
 }
 
-// beat is one heartbeat at now (Unix nanoseconds).
 func (e *Endpoint) beat(now int64) {
-	// A tick that comes late means this process itself was stalled (CPU
-	// starvation, a stopped process, a suspended machine): its readers
-	// may not have read what its peers sent, so silence proves nothing
-	// this time.
+	// A late tick means this process itself was stalled: its readers may
+	// not have read what its peers sent, so silence proves nothing.
 	judge := now-e.lastTick.Swap(now) <= 2*int64(e.cfg.HeartbeatInterval)
 	for _, p := range e.peers {
 		if p == nil || p.down.Load() {

@@ -7,9 +7,8 @@ import (
 )
 
 // spuriousMax is how many times in a row a link's Wait may return with
-// nothing ready (a Wake for another operation of the lane, a link down
-// whose loss is not declared yet) before the waiter sleeps between
-// Waits, for at most spuriousSleep each time.
+// nothing ready (a Wake for another operation, a loss not declared yet)
+// before the waiter sleeps spuriousSleep between Waits.
 const (
 	spuriousMax   = 3
 	spuriousSleep = time.Millisecond
@@ -18,8 +17,8 @@ const (
 // waiter paces one operation's calls of its link's Wait.
 type waiter struct{ spurious int }
 
-// wait calls the link's Wait for ready on lane, with waiting set
-// meanwhile (so that whoever ends the operation wakes the lane).
+// wait calls the link's Wait, with waiting set meanwhile (so that whoever
+// ends the operation wakes the lane).
 func (w *waiter) wait(ctx context.Context, p *Peer, lane int, waiting *atomic.Bool, ready func() bool) {
 	if w.spurious >= spuriousMax {
 		t := time.NewTimer(spuriousSleep)
