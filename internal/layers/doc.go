@@ -14,7 +14,7 @@
 //	2  gpu/cuda/nccl                            NCCL through purego (the CUDA backend's collective engine)
 //	3  gpu/sim, gpu/cuda, gpu/metal, gpu/gputest, internal/darwincheck
 //	4  actors, gpu/backends                     the base: ActorSystem, zap, services, signals; every backend
-//	5  streams                                  GPU and comm stream actors
+//	5  streams, actors/remoting                 GPU and comm stream actors; the control plane's remoting (gRPC)
 //	6  fence                                    the fence manager (a runtime service) and Fence
 //	7  array                                    arrays on streams
 //	8  collectives/reduce, collectives/transport
@@ -23,9 +23,8 @@
 //	10 collectives/algo, collectives/transport/transporttest
 //	10 collectives/transport/tcp                links over TCP (any two hosts)
 //	10 collectives/transport/shm                links through shared memory (ranks of one host)
-//	10 collectives/cluster                      a rank's control-plane node: rendezvous, peer watch
 //	11 collectives                              Group, the ops as choreographies
-//	12 choreotest                               the actor-level test kit
+//	12 choreotest, collectives/cluster          the actor-level test kit; Join: groups across processes (rendezvous, data plane, peer watch)
 //	13 internal/testenv                         the tests' set-up (on the kit)
 //	13 bench/internal/rig                       what the benchmark harnesses share: rank processes, tables
 //	14 cmd/..., bench/..., test                 programs, benchmarks, the integration tests
@@ -33,5 +32,7 @@
 // Services a runtime needs per system (the fence manager, the default comm
 // stream) attach to actors.Runtime through actors.Service, so the base
 // imports none of them. The test fails when an import points sideways or
-// up, and when a package is not placed in a layer.
+// up, and when a package is not placed in a layer. Only actors/remoting and
+// what imports it (collectives/cluster) reach gRPC; the test fails when an
+// in-process package does.
 package layers
