@@ -6,9 +6,10 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
-// The shm carrier links ranks of one host, and is preferred there.
+// The shm carrier links ranks of one host, and is preferred there; it
+// needs Linux (elsewhere ConnectLinks fails with errors.ErrUnsupported).
 func init() {
-	msg.Register(msg.Carrier{Name: "shm", Preference: 10, SameHost: true, Supported: Supported,
+	msg.Register(msg.Carrier{Name: "shm", Preference: 10, SameHost: true, Supported: func() bool { return supported() == nil },
 		Prepare: func(string) (msg.Prepared, error) { return prepared{}, nil }})
 }
 
