@@ -22,13 +22,13 @@ type hub struct {
 	windows map[Tag]*window
 }
 
-// matchKey names one stream of messages, collKey one collective (the
-// unit Abort acts on).
+// matchKey names one stream of messages.
 type matchKey struct {
 	src, dst int
 	tag      Tag
 }
 
+// collKey names one collective, the unit Abort acts on.
 type collKey struct{ group, seq uint64 }
 
 func keyOf(t Tag) collKey { return collKey{t.Group, t.Seq} }

@@ -47,7 +47,7 @@ const (
 	offFreed    = 768
 	offPolling  = 896
 
-	regionVersion = 3 // 3: a chunk's slot no longer carries its message's size
+	regionVersion = 3 // of the layout above; a region of another is refused
 )
 
 var regionMagic = [8]byte{'C', 'H', 'O', 'R', 'E', 'O', 'S', 'M'}

@@ -32,6 +32,7 @@ var pipeHub struct {
 	pairs map[[3]uint64]*pipePair
 }
 
+// pipePair is one pipe of a group until both its ends are taken.
 type pipePair struct {
 	ends  [2]*Pipe
 	taken int

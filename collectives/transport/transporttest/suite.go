@@ -161,35 +161,26 @@ func allPairs(t *testing.T, ts []transport.Transport, k int, tag func(s, d, i in
 	}
 }
 
-func testZeroLength(t *testing.T, mk MakeFunc) {
-	ts := group(t, mk, 2)
-	ctx := ctxLong(t)
-	tag := transport.Tag{Group: 2}
-	ch := Async(func() error { return ts[0].Send(ctx, 1, tag, nil) })
-	if err := ts[1].Recv(ctx, 0, tag, []byte{}); err != nil {
-		t.Fatal(err)
+// exchange has rank s send data to rank d under tag and checks that it
+// arrives whole.
+func exchange(ctx context.Context, t *testing.T, ts []transport.Transport, s, d int, tag transport.Tag, data []byte) {
+	t.Helper()
+	ch := Async(func() error { return ts[s].Send(ctx, d, tag, data) })
+	got := make([]byte, len(data))
+	if err := ts[d].Recv(ctx, s, tag, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("%d->%d %v: %v, or the bytes differ", s, d, tag, err)
 	}
 	if err := Await(t, ch, Long, "send"); err != nil {
 		t.Fatal(err)
 	}
 }
 
+func testZeroLength(t *testing.T, mk MakeFunc) {
+	exchange(ctxLong(t), t, group(t, mk, 2), 0, 1, transport.Tag{Group: 2}, nil)
+}
+
 func testLarge(t *testing.T, mk MakeFunc) {
-	ts := group(t, mk, 2)
-	ctx := ctxLong(t)
-	want := pattern(4<<20+3, 9)
-	got := make([]byte, len(want))
-	tag := transport.Tag{Group: 3, Seq: 1}
-	ch := Async(func() error { return ts[1].Send(ctx, 0, tag, want) })
-	if err := ts[0].Recv(ctx, 1, tag, got); err != nil {
-		t.Fatal(err)
-	}
-	if err := Await(t, ch, Long, "send"); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("large message corrupted")
-	}
+	exchange(ctxLong(t), t, group(t, mk, 2), 1, 0, transport.Tag{Group: 3, Seq: 1}, pattern(4<<20+3, 9))
 }
 
 // Receiving tags in the opposite order of sending works: different tags
@@ -259,15 +250,7 @@ func testSizeMismatch(t *testing.T, mk MakeFunc) {
 	if err := Await(t, ch, Long, "send"); err != nil && !errors.Is(err, transport.ErrSizeMismatch) {
 		t.Fatalf("send: got %v, want nil or ErrSizeMismatch", err)
 	}
-	// The pair still works afterwards.
-	ch = Async(func() error { return ts[0].Send(ctx, 1, tag, []byte{1, 2}) })
-	got := make([]byte, 2)
-	if err := ts[1].Recv(ctx, 0, tag, got); err != nil || got[1] != 2 {
-		t.Fatalf("after mismatch: %v %v", err, got)
-	}
-	if err := Await(t, ch, Long, "send"); err != nil {
-		t.Fatal(err)
-	}
+	exchange(ctx, t, ts, 0, 1, tag, []byte{1, 2}) // the pair still works
 }
 
 func testBadPeer(t *testing.T, mk MakeFunc) {
@@ -393,14 +376,7 @@ func testAbortScope(t *testing.T, mk MakeFunc) {
 	ctx := ctxLong(t)
 	ts[1].Abort(transport.Tag{Group: 10, Seq: 1}, errCause)
 	for _, tag := range []transport.Tag{{Group: 10, Seq: 2}, {Group: 11, Seq: 1}} {
-		ch := Async(func() error { return ts[0].Send(ctx, 1, tag, []byte{4}) })
-		got := make([]byte, 1)
-		if err := ts[1].Recv(ctx, 0, tag, got); err != nil || got[0] != 4 {
-			t.Fatalf("tag %v after an unrelated abort: %v", tag, err)
-		}
-		if err := Await(t, ch, Long, "send"); err != nil {
-			t.Fatal(err)
-		}
+		exchange(ctx, t, ts, 0, 1, tag, []byte{4})
 	}
 	// A second Abort of the same collective does not replace the first.
 	ts[0].Abort(transport.Tag{Group: 10, Seq: 1}, errors.New("second"))
@@ -448,15 +424,7 @@ func testClose(t *testing.T, mk MakeFunc) {
 	if err := ts[2].Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	// The surviving pair still works.
-	ch := Async(func() error { return ts[0].Send(ctx, 1, transport.Tag{Group: 12, Seq: 5}, []byte{7}) })
-	got := make([]byte, 1)
-	if err := ts[1].Recv(ctx, 0, transport.Tag{Group: 12, Seq: 5}, got); err != nil || got[0] != 7 {
-		t.Fatalf("survivors: %v", err)
-	}
-	if err := Await(t, ch, Long, "send"); err != nil {
-		t.Fatal(err)
-	}
+	exchange(ctx, t, ts, 0, 1, transport.Tag{Group: 12, Seq: 5}, []byte{7}) // the survivors still work
 }
 
 // Many exchanges on distinct tags, all pairs, at once.
