@@ -66,32 +66,21 @@ var (
 	_ msg.SingleCopy = singlePipe{}
 )
 
-const (
-	pEager = iota
-	pAnnounce
-	pChunk
-	pAnswer
-	pRetract
-	pCredit
-	pAbort
-	pPing
-	pEnd
-)
+// pipeFrame is one frame in a pipe: what its arrival does at the
+// receiving end r (a call of r's Peer, with the frame's own copy of its
+// bytes).
+type pipeFrame func(r *Pipe) error
 
-// pipeFrame is one frame in a pipe.
-type pipeFrame struct {
-	kind   int
-	tag    transport.Tag
-	id     uint64
-	size   uint64
-	addr   uint64
-	off    int
-	data   []byte
-	answer msg.Answer
-	ack    bool
-	n      int64
-	at     int64
-	code   transport.CauseCode
+// payload is a frame's bytes; into hands them to the Sink a Peer call
+// returned.
+type payload []byte
+
+func (b payload) into(s *msg.Sink, err error) error {
+	if err != nil {
+		return err
+	}
+	s.Copy(b)
+	return s.Done()
 }
 
 // NewPipe returns the two ends of a pipe link.
@@ -251,7 +240,8 @@ func (p *Pipe) Eager(ctx context.Context, tag transport.Tag, data []byte, _ bool
 	}
 	p.credit -= cost
 	p.mu.Unlock()
-	p.send(pipeFrame{kind: pEager, tag: tag, data: append([]byte(nil), data...)})
+	b := payload(append([]byte(nil), data...))
+	p.send(func(r *Pipe) error { return b.into(r.peer.Eager(tag, len(b))) })
 	return true, nil
 }
 
@@ -259,41 +249,51 @@ func (p *Pipe) Announce(ctx context.Context, tag transport.Tag, id uint64, data 
 	if err := transport.CtxError(ctx); err != nil {
 		return false, false, err
 	}
-	f := pipeFrame{kind: pAnnounce, tag: tag, id: id, size: uint64(len(data))}
+	addr, size := uint64(0), uint64(len(data))
 	if m := p.cfg.SingleCopyMin; m > 0 && len(data) >= m {
-		f.addr = id
+		addr = id
 		p.mu.Lock()
 		p.offers[id] = data
 		p.mu.Unlock()
 	}
-	p.send(f)
-	return true, f.addr != 0, nil
+	p.send(func(r *Pipe) error { return r.peer.Announced(0, tag, id, size, addr) })
+	return true, addr != 0, nil
 }
 
 func (p *Pipe) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int, part []byte) (bool, error) {
 	if err := transport.CtxError(ctx); err != nil {
 		return false, err
 	}
-	p.send(pipeFrame{kind: pChunk, tag: tag, id: id, off: off, data: append([]byte(nil), part...)})
+	b := payload(append([]byte(nil), part...))
+	p.send(func(r *Pipe) error { return b.into(r.peer.Chunk(id, uint64(off), len(b))) })
 	return true, nil
 }
 
 func (p *Pipe) Answer(_ int, id uint64, a msg.Answer) {
-	p.send(pipeFrame{kind: pAnswer, id: id, answer: a})
+	p.send(func(r *Pipe) error {
+		r.mu.Lock()
+		delete(r.offers, id)
+		r.mu.Unlock()
+		r.peer.Answered(id, a)
+		return nil
+	})
 }
 
-func (p *Pipe) Retract(tag transport.Tag, id uint64, ack bool) {
-	p.send(pipeFrame{kind: pRetract, tag: tag, id: id, ack: ack})
+func (p *Pipe) Retract(_ transport.Tag, id uint64, ack bool) {
+	p.send(func(r *Pipe) error { return r.peer.Retracted(id, ack) })
 }
 
-func (p *Pipe) Consumed(n int64) { p.send(pipeFrame{kind: pCredit, n: n}) }
+func (p *Pipe) Consumed(n int64) { p.send(func(r *Pipe) error { return r.credited(n) }) }
 
 func (p *Pipe) Abort(a *transport.AbortError, at int64) {
-	p.send(pipeFrame{kind: pAbort, tag: transport.Tag{Group: a.Group, Seq: a.Seq}, at: at,
-		code: transport.CodeOf(a.Cause), data: []byte(a.Cause.Error())})
+	code, text := transport.CodeOf(a.Cause), a.Cause.Error()
+	p.send(func(r *Pipe) error {
+		r.peer.Aborted(a.Group, a.Seq, at, code, text)
+		return nil
+	})
 }
 
-func (p *Pipe) Ping() { p.send(pipeFrame{kind: pPing}) }
+func (p *Pipe) Ping() { p.send(func(*Pipe) error { return nil }) }
 
 // Hold only counts: the reader runs whenever frames come.
 func (p *Pipe) Hold(int) { p.holds.Add(1) }
@@ -346,7 +346,11 @@ func (p *Pipe) Close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.down() {
-		o.frames = append(o.frames, pipeFrame{kind: pEnd})
+		o.frames = append(o.frames, func(r *Pipe) error {
+			r.gone.Store(true)
+			r.peer.Lose(errors.New("pipe closed by the other end"))
+			return nil
+		})
 		o.kickLocked()
 	}
 }
@@ -382,7 +386,7 @@ func (p *Pipe) read() {
 			if p.gone.Load() {
 				break
 			}
-			if err := p.deliver(&batch[i]); err != nil {
+			if err := batch[i](p); err != nil {
 				p.gone.Store(true)
 				p.peer.Protocol(err)
 			}
@@ -391,43 +395,6 @@ func (p *Pipe) read() {
 		p.signalLocked()
 		p.mu.Unlock()
 	}
-}
-
-func (p *Pipe) deliver(f *pipeFrame) error {
-	peer := p.peer
-	switch f.kind {
-	case pEager:
-		s, err := peer.Eager(f.tag, len(f.data))
-		if err != nil {
-			return err
-		}
-		s.Copy(f.data)
-		return s.Done()
-	case pAnnounce:
-		return peer.Announced(0, f.tag, f.id, f.size, f.addr)
-	case pChunk:
-		s, err := peer.Chunk(f.id, uint64(f.off), len(f.data))
-		if err != nil {
-			return err
-		}
-		s.Copy(f.data)
-		return s.Done()
-	case pAnswer:
-		p.mu.Lock()
-		delete(p.offers, f.id)
-		p.mu.Unlock()
-		peer.Answered(f.id, f.answer)
-	case pRetract:
-		return peer.Retracted(f.id, f.ack)
-	case pCredit:
-		return p.credited(f.n)
-	case pAbort:
-		peer.Aborted(f.tag.Group, f.tag.Seq, f.at, f.code, string(f.data))
-	case pEnd:
-		p.gone.Store(true)
-		peer.Lose(errors.New("pipe closed by the other end"))
-	}
-	return nil
 }
 
 func (p *Pipe) credited(n int64) error {
