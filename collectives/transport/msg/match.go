@@ -202,8 +202,8 @@ func (p *Peer) start(q *tagQ, m *inMsg, r *op) {
 	}
 }
 
-// complete ends an announced message whose bytes have all arrived and
-// returns its queue if that may now match more.
+// complete ends a message whose bytes have all arrived and returns its
+// queue if that may now match more.
 func (p *Peer) complete(m *inMsg) *tagQ {
 	if r := m.op; r != nil {
 		p.end(r, nil)

@@ -105,11 +105,7 @@ func (s *Sink) Done() error {
 		p.match(m.tag, q)
 	case m.eager:
 		p.consumed(m.cost)
-		if r := m.op; r != nil {
-			p.end(r, nil)
-		}
-		if q := p.queues[m.tag]; q != nil && q.active == m {
-			q.active = nil
+		if q := p.complete(m); q != nil {
 			p.match(m.tag, q)
 		}
 		p.putEager(m) // s is m's: the link leaves it after Done
