@@ -60,6 +60,7 @@ type nodeActor struct {
 	watched map[string]int // a peer Node's PID (Address/Id) -> its rank
 	left    map[int]string // a peer's Leave reason
 	lost    map[int]error  // peers lost since the roster, and why
+	doubt   map[int]doubt  // peers that may be gone, being checked (suspect.go)
 	onLost  func(rank int, cause error)
 }
 
@@ -93,6 +94,10 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.watch(c, m)
 	case *actor.Terminated:
 		a.terminated(c, m)
+	case dialed:
+		a.dialed(c, m)
+	case rewatch:
+		a.rewatched(c, m)
 	case leave:
 		for key := range a.watched {
 			c.Send(pidOf(key), &wire.Leave{Rank: uint32(a.n.spec.Rank), Reason: m.reason})
@@ -196,10 +201,15 @@ func (a *nodeActor) watch(c actor.Context, m watchPeers) {
 	}
 }
 
-// terminated reports a watched peer's Node gone.
+// terminated handles the end of a watch of a peer's Node. It is a sign,
+// not proof (suspect.go): protoactor's remoting reports a Node not found
+// on the peer (not started yet) as stopped, and a watch it dropped on
+// this side (its first connect to the peer still being retried) as not
+// found.
 func (a *nodeActor) terminated(c actor.Context, m *actor.Terminated) {
 	if rank, ok := a.watched[keyOf(m.GetWho())]; ok {
-		a.lose(c, rank, fmt.Errorf("control plane: rank %d's node at %s is gone (%s)", rank, m.GetWho().GetAddress(), m.GetWhy()))
+		a.suspect(c, rank, m.GetWho().GetAddress(),
+			fmt.Errorf("control plane: rank %d's node at %s is gone (%s)", rank, m.GetWho().GetAddress(), m.GetWhy()))
 	}
 }
 
@@ -213,7 +223,7 @@ func (a *nodeActor) endpointGone(c actor.Context, addr string) {
 	switch {
 	case a.formed.Members != nil:
 		if rank := a.formed.rankAt(addr); rank >= 0 && rank != a.n.spec.Rank {
-			a.lose(c, rank, fmt.Errorf("control plane: rank %d's node at %s is gone (its connection ended)", rank, addr))
+			a.suspect(c, rank, addr, fmt.Errorf("control plane: rank %d's node at %s is gone (its connection ended)", rank, addr))
 		}
 	case a.gather != nil:
 		if rank, ok := a.gather.drop(addr); ok {

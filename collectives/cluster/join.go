@@ -91,7 +91,7 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...colle
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	node, err := Start(rt, Spec{Rank: cfg.Rank, Size: cfg.Size, Run: cfg.Run,
-		Coordinator: cfg.coordinator(), Data: carriers.addr(), Transport: cfg.asked(), Host: cfg.HostID})
+		Coordinator: cfg.coordinator(), Data: carriers.addr(), Transport: cfg.asked(), Host: cfg.HostID, PeerTimeout: peerTimeout})
 	if err != nil {
 		carriers.close()
 		return nil, fmt.Errorf("%s: %w", where, err)

@@ -51,6 +51,10 @@ type Spec struct {
 	// machine's (its host name and boot id). Ranks of one identity are
 	// linked through shared memory.
 	Host string
+	// PeerTimeout is how long signs that a peer may be gone (its watch
+	// not answered, its connection ended) may go on while its address
+	// still accepts connections before it is lost; 0: DefaultPeerTimeout.
+	PeerTimeout time.Duration
 }
 
 // closeWait bounds how long Close waits for the Node's actor to stop.
@@ -65,8 +69,12 @@ const closeWait = 2 * time.Second
 // (remoting.Remote.OnEndpointTerminated): on rank 0 a rank whose connection
 // ends before the roster is complete is dropped from the rendezvous (a
 // replacement may take its rank); on another rank, rank 0's connection
-// ending after rank 0 answered fails the rendezvous with ErrPeerLost; once
-// the roster is out, a member's connection ending is that member lost.
+// ending after rank 0 answered fails the rendezvous with ErrPeerLost. Once
+// the roster is out, a member whose connection ends or whose watch ends is
+// lost when its address refuses connections (its process is gone), when
+// it said it leaves, or when such signs go on for the peer timeout while
+// its address still accepts (a loaded host may drop a watch or a connect
+// of a live peer).
 type Node struct {
 	rt      *actors.Runtime
 	rem     *remoting.Remote
