@@ -13,9 +13,6 @@ type protoError struct{ err error }
 func (e protoError) Error() string { return e.err.Error() }
 func (e protoError) Unwrap() error { return e.err }
 
-// answers are the msg.Answers of the CTS flags.
-var answers = [...]msg.Answer{ctsOK: msg.Go, ctsSize: msg.SizeMismatch, ctsDone: msg.Done}
-
 // step reads once from the socket and processes what it read.
 func (c *conn) step() error {
 	if c.rpos == c.rend && c.left > 0 && c.sink != nil {
@@ -138,7 +135,7 @@ func (c *conn) dispatch(f *frame) error {
 	case fRTS:
 		err = p.Announced(c.idx, tag, f.ID, f.Size, 0)
 	case fCTS:
-		p.Answered(f.ID, answers[f.Flags])
+		p.Answered(f.ID, msg.Answer(f.Flags))
 	case fChunk:
 		c.sink, err = p.Chunk(f.ID, f.Size, int(f.Len))
 	case fRetract:

@@ -26,7 +26,7 @@ func frameSeeds() [][]byte {
 		{Type: fEager, Len: 4, Group: 1, Seq: 2, Step: 3},
 		{Type: fRTS, Group: 1, Seq: 2, Step: 3, ID: 1, Size: 1 << 20},
 		{Type: fCTS, ID: 1},
-		{Type: fCTS, Flags: ctsSize, ID: 1},
+		{Type: fCTS, Flags: uint8(msg.SizeMismatch), ID: 1},
 		{Type: fChunk, Len: 4096, ID: 1, Size: 8192},
 		{Type: fRetract, ID: 7},
 		{Type: fCredit, Size: 4160},

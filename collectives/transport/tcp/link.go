@@ -153,14 +153,7 @@ func (l *link) Chunk(ctx context.Context, tag transport.Tag, id uint64, off int,
 }
 
 func (l *link) Answer(lane int, id uint64, a msg.Answer) {
-	flags := uint8(ctsOK)
-	switch a {
-	case msg.SizeMismatch:
-		flags = ctsSize
-	case msg.Done:
-		flags = ctsDone
-	}
-	l.conns[lane].enqueue((&frame{Type: fCTS, Flags: flags, ID: id}).bytes())
+	l.conns[lane].enqueue((&frame{Type: fCTS, Flags: uint8(a), ID: id}).bytes())
 }
 
 func (l *link) Retract(tag transport.Tag, id uint64, ack bool) {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 )
 
 // Sizes on the wire.
@@ -21,7 +23,7 @@ const (
 const (
 	fEager   = 1 // tag, Len = message size; payload: the message
 	fRTS     = 2 // tag, ID, Size = message size: a message waits for its Recv
-	fCTS     = 3 // ID, Flags = ctsOK, ctsSize or ctsDone: the answer to an RTS
+	fCTS     = 3 // ID, Flags = the msg.Answer to an RTS
 	fChunk   = 4 // ID, Size = offset, Len: a piece of a message after its CTS
 	fRetract = 5 // ID, Flags = retractAck or 0: the sender gave the message up (or does not know the ID)
 	fCredit  = 6 // Size = window bytes handed back to the sender
@@ -30,12 +32,8 @@ const (
 	fMax     = fPing
 )
 
-// CTS flags (msg.Answer).
-const (
-	ctsOK   = 0 // the Recv is posted: send the chunks
-	ctsSize = 1 // the receive buffer's size differs: the message is consumed
-	ctsDone = 2 // nothing of the message is read any more (after a retractAck)
-)
+// CTS flags: msg.Answer's values (Go, SizeMismatch, Done).
+const ctsDone = uint8(msg.Done)
 
 // retractAck is the RETRACT flag that asks for a CTS ctsDone.
 const retractAck = 1
