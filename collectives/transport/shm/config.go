@@ -21,6 +21,43 @@ const (
 	maxRegion   = 1 << 30
 )
 
+// DefaultHostBytes bounds the memory that the rings of one host's pairs
+// take together under the default geometry: a pair's region is committed
+// when it is made (a full memory limit fails there, not as a fault later),
+// and n ranks of one host make n(n-1)/2 of them.
+const DefaultHostBytes = 2 << 30
+
+// defaultGeometry is the ring geometry for n ranks on one host:
+// DefaultSlots slots of DefaultSlotSize while their pairs' rings fit
+// DefaultHostBytes; beyond, fewer slots (down to 4), then smaller ones
+// (down to 64 KiB), then 2 slots. 8 ranks keep 16 slots of 1 MiB; 64 take
+// 4 of 128 KiB.
+func defaultGeometry(n int) (slotSize, slots int) {
+	rings := max(1, n*(n-1)) // two per pair
+	perRing := DefaultHostBytes / rings
+	slotSize, slots = DefaultSlotSize, DefaultSlots
+	for slotSize*slots > perRing && slots > 4 {
+		slots /= 2
+	}
+	for slotSize*slots > perRing && slotSize > 64<<10 {
+		slotSize /= 2
+	}
+	for slotSize*slots > perRing && slots > minSlots {
+		slots /= 2
+	}
+	return slotSize, slots
+}
+
+// hostRanks is how many ranks share this rank's host as far as its
+// config tells: itself and the peers it links (every other rank when
+// Peers is nil).
+func (c Config) hostRanks() int {
+	if c.Peers != nil {
+		return len(c.Peers) + 1
+	}
+	return c.Size
+}
+
 // Config is one rank's part of a group of processes of one host: the
 // Setup every carrier gets (its Run names each rank's rendezvous socket,
 // with Group and Rank, and a rank of another run is refused) and the
@@ -30,8 +67,9 @@ type Config struct {
 	msg.Setup
 	// SlotSize is the payload bytes of one ring slot (a multiple of 64),
 	// and Slots the slots of each ring (one per direction of a pair).
-	// Defaults DefaultSlotSize and DefaultSlots; the variables
-	// CHOREO_SHM_SLOT_SIZE and CHOREO_SHM_SLOTS override them.
+	// Defaults DefaultSlotSize and DefaultSlots, less in groups whose
+	// pairs would pass DefaultHostBytes (see defaultGeometry); the
+	// variables CHOREO_SHM_SLOT_SIZE and CHOREO_SHM_SLOTS override them.
 	SlotSize, Slots int
 	// CMAMin is the least message offered to the receiver by address
 	// (single copy, see cma.go); smaller ones go through the slots.
@@ -55,8 +93,9 @@ func (c Config) normalize() (Config, error) {
 	if err := c.ringFromEnv(); err != nil {
 		return bad("%v", err)
 	}
-	c.SlotSize = cmp.Or(c.SlotSize, DefaultSlotSize)
-	c.Slots = cmp.Or(c.Slots, DefaultSlots)
+	slotSize, slots := defaultGeometry(c.hostRanks())
+	c.SlotSize = cmp.Or(c.SlotSize, slotSize)
+	c.Slots = cmp.Or(c.Slots, slots)
 	if err := checkGeometry(c.SlotSize, c.Slots); err != nil {
 		return bad("%v", err)
 	}
