@@ -78,9 +78,18 @@ func TestNodePeerProcess(t *testing.T) {
 // output lines.
 func startPeer(t *testing.T, ps peerSpec) (*exec.Cmd, <-chan string) {
 	t.Helper()
-	b, _ := json.Marshal(ps)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNodePeerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envPeer+"="+string(b))
+	return startChild(t, "TestNodePeerProcess", envPeer, ps)
+}
+
+// startChild runs this test binary again as the test named, with env set
+// to plan in JSON, and returns the process with a channel of its output
+// lines (closed when it ends); the process is killed when t ends.
+func startChild(t *testing.T, test, env string, plan any) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	b, _ := json.Marshal(plan)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"="+string(b))
+	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

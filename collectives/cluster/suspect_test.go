@@ -1,12 +1,10 @@
 package cluster
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -65,26 +63,7 @@ func TestSuspectPeerProcess(t *testing.T) {
 // address and its later output lines.
 func startSuspectPeer(t *testing.T, sp suspectPeer) (string, <-chan string) {
 	t.Helper()
-	b, _ := json.Marshal(sp)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSuspectPeerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envSuspectPeer+"="+string(b))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	_, lines := startChild(t, "TestSuspectPeerProcess", envSuspectPeer, sp)
 	for l := range lines {
 		if addr, ok := strings.CutPrefix(l, "ADDR "); ok {
 			return addr, lines
