@@ -44,6 +44,10 @@ type call struct {
 	handles [2]*handle // input, output
 	t0      int64      // when the task began to run, on the trace (traced only)
 	hops    *handoffs  // the call's hand-offs (traced host path only)
+	// board and sig: the call's post on its world's board (earlymatch.go),
+	// nil where the ranks are not one in-process world.
+	board *sigBoard
+	sig   *callSig
 }
 
 // allocate retains the input's memory, makes the output (taking over a

@@ -158,6 +158,7 @@ func (g *Group) choreograph(name string, p plan) (*array.Array, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.postSig() // the early match: before anything can wait (earlymatch.go)
 	if c.engine {
 		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.timeout)
 		err := g.engine.make(ctx, g, c.dev.(gpu.EngineDevice), p.desc)
@@ -215,7 +216,7 @@ func (g *Group) prepare(name string, p plan) (*call, error) {
 // first; on failure the caller fails the call (which releases what was
 // enqueued).
 func (c *call) enqueue() error {
-	side, err := inflight.enter(c.p.tag, c.g.Rank(), c.s, c.hasEvent, c.p.hasOut)
+	side, err := inflight.enter(c.p.tag, c.g.Rank(), c.s, c.hasEvent, c.p.hasOut, c.fin, c.fout)
 	if err != nil {
 		return err
 	}

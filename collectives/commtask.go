@@ -80,7 +80,13 @@ func (c *call) task() streams.Task {
 func (c *call) runPart(ctx context.Context, i int, inB, outB []byte) error {
 	p, t := c.p, c.g.t
 	if c.hasEvent {
-		if err := c.fin.Wait(ctx); err != nil {
+		var err error
+		if i == 0 { // the first part's wait ends at a peer's disagreement
+			err = c.awaitInput(ctx)
+		} else {
+			err = c.fin.Wait(ctx)
+		}
+		if err != nil {
 			t.Abort(p.tag, err)
 			return err
 		}

@@ -112,14 +112,12 @@ func TestCrossStreamRefusedBeforeEnqueue(t *testing.T) {
 // waiter while that collective still waits for a rank that joins only
 // afterwards, so that one must then succeed (a failure reported only once
 // the stream is free would come after it failed at its deadline).
-// (Where device memory is staged, the task first waits for its input's
-// copy, which is queued behind the earlier collective: there the mismatch
-// cannot be found before that one finishes.)
+// Where device memory is staged, and on the device path, the task first
+// waits for its input, which is queued behind the earlier collective: the
+// mismatch is found while it waits, from the signatures the ranks posted
+// when they called.
 func TestFailedOutputWakesWaiters(t *testing.T) {
 	w := newWorld(t, 2, collectives.WithTimeout(30*time.Second))
-	if !w.dev.Properties().HostVisibleDeviceMem {
-		t.Skip("staged device memory: the input's copy waits behind the earlier collective")
-	}
 	other, err := collectives.Local(w.rt, 2, collectives.WithTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -145,12 +143,25 @@ func TestFailedOutputWakesWaiters(t *testing.T) {
 	if !errors.Is(err, collectives.ErrShapeMismatch) || errors.Is(err, collectives.ErrTimeout) {
 		t.Fatalf("got %v, want ErrShapeMismatch (not the deadline)", err)
 	}
+	// Both ranks' tasks have ended (failed), so their GPU-side waits no
+	// longer hold anything back: rank 1's next call on its stream is not a
+	// deadlock.
+	for r, g := range other {
+		if err := g.Wait(testenv.Ctx(t, 60*time.Second)); !errors.Is(err, collectives.ErrMismatch) {
+			t.Fatalf("the mismatched collective on rank %d: %v, want ErrMismatch", r, err)
+		}
+	}
 	x1, _ := array.Full(w.s[1], []int{8}, array.Float32, 1)
-	if _, err := w.groups[1].AllReduce(w.s[1], x1, collectives.Sum); err != nil {
+	y1, err := w.groups[1].AllReduce(w.s[1], x1, collectives.Sum)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := pending.Wait(testenv.Ctx(t, 60*time.Second)); err != nil {
 		t.Fatalf("the earlier collective: %v, want success (the failure must reach its waiter while this one still waits for rank 1)", err)
+	}
+	// Rank 1's side too, before the world is closed under it.
+	if err := y1.Wait(testenv.Ctx(t, 60*time.Second)); err != nil {
+		t.Fatalf("the earlier collective on rank 1: %v", err)
 	}
 }
 

@@ -124,7 +124,7 @@ func (c *call) runDevice(ctx context.Context) error {
 		}
 		return err
 	}
-	if err := c.fin.Wait(ctx); err != nil { // 1: the input is written
+	if err := c.awaitInput(ctx); err != nil { // 1: the input is written
 		return abort(err)
 	}
 	if err := p.in.Err(); err != nil { // a failed input is never used as data

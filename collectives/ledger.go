@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/fence"
 	"github.com/choreo-gpu/choreo/streams"
 )
 
@@ -35,20 +36,29 @@ type side struct {
 	// enqueued is false while the commands are being put on the stream:
 	// the side counts as live then.
 	enqueued bool
+	// fin and fout are the fences of the update and of the wait. Once one
+	// is released (the collective failed, or ended) its command waits for
+	// nothing: the wait passes whenever the stream reaches it, and no task
+	// needs the update any more. A fence's state is reused only after its
+	// commands have run, so Released is read while it still says so.
+	fin, fout *fence.Fence
 }
 
-func (e *side) updLive() bool { return !e.enqueued || e.upd.Valid() && !e.upd.Done() }
+func (e *side) updLive() bool {
+	return !e.enqueued || e.upd.Valid() && !e.upd.Done() && !e.fin.Released()
+}
 func (e *side) waitLive() bool {
-	return !e.enqueued && e.wait.Valid() || e.wait.Valid() && !e.wait.Done()
+	return !e.enqueued && e.wait.Valid() || e.wait.Valid() && !e.wait.Done() && !e.fout.Released()
 }
 
 var inflight = &ledger{streams: map[*streams.GPU][]*side{}}
 
 // enter checks and records a rank's GPU side of collective key on s before
-// it is enqueued; hasUpd and hasWait say which commands it will have. The
-// caller enqueues them while it holds the ledger (enter locks it; done
-// unlocks it), so the ledger's order is the stream's order.
-func (l *ledger) enter(key transport.Tag, rank int, s *streams.GPU, hasUpd, hasWait bool) (*side, error) {
+// it is enqueued; hasUpd and hasWait say which commands it will have, on
+// fences fin and fout. The caller enqueues them while it holds the ledger
+// (enter locks it; done unlocks it), so the ledger's order is the stream's
+// order.
+func (l *ledger) enter(key transport.Tag, rank int, s *streams.GPU, hasUpd, hasWait bool, fin, fout *fence.Fence) (*side, error) {
 	l.mu.Lock()
 	for s := range l.streams {
 		l.prune(s)
@@ -67,7 +77,7 @@ func (l *ledger) enter(key transport.Tag, rank int, s *streams.GPU, hasUpd, hasW
 			}
 		}
 	}
-	e := &side{key: key, rank: rank}
+	e := &side{key: key, rank: rank, fin: fin, fout: fout}
 	if hasWait {
 		e.wait = s.Last() // placeholder: valid, so waitLive holds until done
 	}

@@ -156,6 +156,9 @@ func (g *Group) Barrier(ctx context.Context) error {
 	g.seq++
 	d := algo.Desc{Kind: algo.KindBarrier, Group: g.id, Seq: g.seq, DType: gpu.Uint8}
 	g.board.arrive(g.Rank(), d.Seq)
+	if b := boardOf(g); b != nil { // a peer's collective waiting on its input meets it now
+		b.post(&callSig{rank: g.Rank(), seq: d.Seq, d: d})
+	}
 	wait, err := g.onComm("barrier", func(cctx context.Context) error {
 		if dl, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
