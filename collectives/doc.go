@@ -40,25 +40,29 @@
 // Collectives on a group are matched across ranks by call order: each call
 // takes the group's next sequence number, and the algorithms check that
 // every rank called the same op with the same shape; a mismatch fails every
-// rank with a clear error, within the deadline. Send and Recv are
-// matched per pair of ranks, in call order.
+// rank with a clear error, within the deadline. Ranks of one process
+// (Local) also compare their calls when they make them: a call whose input
+// is not ready yet (staged device memory, an input still being computed,
+// the device path) fails as soon as every rank has called it and they
+// disagree, not once its input is ready behind a busy GPU stream. Send and
+// Recv are matched per pair of ranks, in call order.
 //
 // Where things are: ops.go (the public ops, each a plan), ops_exchange.go
 // (all-to-all, gather, scatter, reduce), batch.go (point-to-point ops
 // started together), choreography.go (launch: sequence numbers, checks, the
 // order of the steps), call.go (a call's resources: output, staging,
-// fences), gpuside.go (the GPU stream's commands), commtask.go (the comm
+// fences), earlymatch.go (the early match of in-process ranks' calls),
+// gpuside.go (the GPU stream's commands), commtask.go (the comm
 // stream's task), datapath.go (the data paths and what auto chooses),
 // devicecall.go, devicep2p.go, deviceshare.go, devicemeet.go and
 // deviceipc.go (the device-resident data path: kernels that read the
 // peers' device buffers, which ranks learn in a window in process or over
 // messages and CUDA IPC across processes), engine.go (the engine path: a
 // vendor library such as NCCL moves the bytes), ledger.go (refusing GPU
-// stream orders that would
-// deadlock), split.go (Split and subgroups), hosts.go (WithHosts: the
+// stream orders that would deadlock), split.go (Split and subgroups), hosts.go (WithHosts: the
 // ranks' hosts, for the algorithms in levels), join.go (NewJoined: the
 // group cluster.Join makes over its data plane), staging.go (pinned
-// staging buffers), report.go (the failure report). The package imports the layers
-// below it: actors, streams, fence, array, collectives/algo and
+// staging buffers), report.go (the failure report). The package imports
+// the layers below it: actors, streams, fence, array, collectives/algo and
 // collectives/transport (see internal/layers).
 package collectives
