@@ -12,8 +12,9 @@
 //
 // A region holds two lanes, one per direction, each a ring of slots and a
 // ring of control entries (see region.go); it costs about 2 x Slots x
-// SlotSize bytes (32 MiB with the defaults), and a rank of n maps n-1 of
-// them. Small messages go eagerly in one slot; larger ones wait for their
+// SlotSize bytes (32 MiB with the defaults for up to 8 ranks; less in
+// larger groups, see defaultGeometry), committed when it is made, and a
+// rank of n maps n-1 of them. Small messages go eagerly in one slot; larger ones wait for their
 // Recv and go through the slots, or are read once from the sender's
 // memory where that is allowed and pays (see cma.go). A waiting call
 // polls the incoming lane itself (poll.go); otherwise a pump goroutine
