@@ -25,17 +25,19 @@
 //
 // The rendezvous fails fast where waiting cannot help: a rank whose dial
 // to rank 0 fails to authenticate (the secrets differ) fails within
-// helloEvery with ErrAuth; on rank 0, a rank
-// whose control connection ends before the roster is complete is dropped
+// helloEvery with ErrAuth; on rank 0, a rank whose control connection ends before the roster is complete is dropped
 // (its process died), and a new process may take its rank; a rank that
 // rank 0 answered fails with ErrPeerLost when rank 0's connection ends,
 // or with rank 0's own reason (ErrTimeout when its deadline passed) when
 // rank 0 gives up. Each Hello carries the data plane the rank asks for,
 // and the Roster every rank's.
 //
-// From the roster on every Node follows every peer: when a peer's control
-// connection ends (its process died, or it stayed silent past the control
-// plane's peer timeout) or its Node stops, the peer is lost; rank 0 also
+// From the roster on every Node follows every peer. A peer's control
+// connection ending or its watch ending is a sign, not proof (a loaded
+// host drops a live peer's watch or connect at times): the peer's address
+// is dialled, and the peer is lost when the dial is refused (its process
+// is gone), when it said it leaves, or when such signs go on for the peer
+// timeout while its address still accepts. When a peer is lost, rank 0 also
 // tells the others (wire.Lost), so that a rank not yet connected to the
 // lost one learns it as soon as rank 0 does. Watch reports each loss once,
 // those seen before it too, so that the data plane fails what waits on
