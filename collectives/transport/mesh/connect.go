@@ -17,8 +17,11 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // Connect builds this rank's part of the mesh (see the package doc) and
 // returns it once every connection to every peer is up. ctx bounds the
-// whole; on failure every connection is closed and the error names the
-// peers still missing, wrapping ctx's error and each one's last failure.
+// whole; a peer that refuses this rank's secret, handshake version, link
+// kind or configuration (or proves a secret that differs) ends it at once,
+// since dialling again cannot help. On failure every connection is closed
+// and the error names the peers still missing, wrapping that refusal or
+// ctx's error, and each one's last failure.
 func Connect(ctx context.Context, cfg Config) (*Mesh, error) {
 	c, err := cfg.normalize()
 	if err != nil {
@@ -49,6 +52,7 @@ func Connect(ctx context.Context, cfg Config) (*Mesh, error) {
 	}
 	select {
 	case <-b.full:
+	case <-b.failed:
 	case <-ctx.Done():
 	}
 	cancel()
@@ -57,7 +61,10 @@ func Connect(ctx context.Context, cfg Config) (*Mesh, error) {
 	b.report.flush()
 	m := &Mesh{Links: b.links, Refused: b.report.refused.Load()}
 	if missing, why := b.missing(); missing != "" {
-		cerr := transport.CtxError(ctx)
+		cerr := b.fatal()
+		if cerr == nil {
+			cerr = transport.CtxError(ctx)
+		}
 		if cerr == nil {
 			cerr = errors.New("incomplete")
 		}
@@ -78,6 +85,7 @@ type builder struct {
 	cfg    Config
 	wg     sync.WaitGroup
 	full   chan struct{} // closed once every link is attached
+	failed chan struct{} // closed by fail: dialling again cannot help
 	report reporter
 
 	mu       sync.Mutex
@@ -86,12 +94,14 @@ type builder struct {
 	links    [][]Link        // by rank; a link's Conn is nil until attached
 	reserved map[[2]int]bool // (peer, index) of links being set up by the acceptor
 	errs     map[int]error   // last failure per peer
+	final    error           // fail's error
 }
 
 func newBuilder(cfg Config) *builder {
 	b := &builder{
 		cfg:      cfg,
 		full:     make(chan struct{}),
+		failed:   make(chan struct{}),
 		links:    make([][]Link, cfg.Size),
 		reserved: make(map[[2]int]bool),
 		errs:     make(map[int]error),
@@ -162,6 +172,24 @@ func (b *builder) noteErr(p int, err error) {
 	b.mu.Lock()
 	b.errs[p] = err
 	b.mu.Unlock()
+}
+
+// fail ends Connect with err, once: a dial failed in a way that dialling
+// again cannot mend.
+func (b *builder) fail(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.final == nil {
+		b.final = err
+		close(b.failed)
+	}
+}
+
+// fatal is fail's error, nil if none.
+func (b *builder) fatal() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.final
 }
 
 // missing names the peers without all their links: a format ("rank 2

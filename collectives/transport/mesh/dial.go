@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,6 +25,10 @@ func (b *builder) dialLoop(ctx context.Context, p, i int) {
 			return
 		}
 		b.noteErr(p, err)
+		if final(err) {
+			b.fail(fmt.Errorf("rank %d: %w", p, err))
+			return
+		}
 		tm := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -33,6 +38,20 @@ func (b *builder) dialLoop(ctx context.Context, p, i int) {
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// final reports whether a dial's failure cannot pass by dialling again:
+// the peer refused this rank's proof, handshake version, link kind or
+// configuration, or proved a secret that differs from this rank's.
+// (Another group at the address, a rank taken or a link being set up
+// twice may pass: a stale process ends, the mesh settles.)
+func final(err error) bool {
+	for _, e := range []error{ErrAuth, ErrVersion, ErrLabel, ErrConfig} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // dialOne dials link i of peer p once: the connection, the handshake and
