@@ -3,8 +3,6 @@ package collectives_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,29 +15,6 @@ import (
 	"github.com/choreo-gpu/choreo/internal/testenv"
 	"github.com/choreo-gpu/choreo/metrics"
 )
-
-// scrape reads the endpoint's exposition.
-func scrape(t *testing.T, addr string) string {
-	t.Helper()
-	ctx := testenv.Ctx(t, 30*time.Second)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape: %s: %s", resp.Status, b)
-	}
-	return string(b)
-}
 
 // TestMetricsEndpoint runs collectives on a group with metrics, one of
 // them failing by a shape mismatch, and scrapes the Prometheus endpoint:
@@ -93,7 +68,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	for r := range n {
 		_ = w.groups[r].Wait(ctx)
 	}
-	body := scrape(t, srv.Addr())
+	body := testenv.Scrape(t, srv.Addr())
 	// Every series carries the group's name and the rank; rank 1 gave 512
 	// elements to the failed call.
 	group := regexp.QuoteMeta(`group="` + w.groups[0].Name() + `"`)

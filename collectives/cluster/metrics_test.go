@@ -3,8 +3,6 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,29 +20,6 @@ import (
 	"github.com/choreo-gpu/choreo/metrics"
 	"github.com/choreo-gpu/choreo/streams"
 )
-
-// scrape reads the endpoint's exposition.
-func scrape(t *testing.T, addr string) string {
-	t.Helper()
-	ctx := testenv.Ctx(t, 30*time.Second)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape: %s: %s", resp.Status, b)
-	}
-	return string(b)
-}
 
 // envMetricsRank makes TestMetricsRank a rank's process.
 const envMetricsRank = "CHOREO_TEST_METRICS_RANK"
@@ -91,7 +66,7 @@ func TestMetricsRank(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for line := range strings.Lines(scrape(t, srv.Addr())) {
+	for line := range strings.Lines(testenv.Scrape(t, srv.Addr())) {
 		fmt.Print("SCRAPE ", line)
 	}
 }
