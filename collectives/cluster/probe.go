@@ -65,16 +65,9 @@ func startProbes(roster Roster, self int, refused func(rank int, cause error)) *
 func (p *probes) probe(m Member, every time.Duration, refused func(rank int, cause error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var d net.Dialer
 	for {
-		dctx, dcancel := context.WithTimeout(p.ctx, probeTimeout)
-		c, err := d.DialContext(dctx, "tcp", m.Control)
-		dcancel()
-		switch {
-		case err == nil:
-			_ = c.Close()
-		case errors.Is(err, syscall.ECONNREFUSED) && p.ctx.Err() == nil:
-			refused(m.Rank, fmt.Errorf("control plane: rank %d's address %s refuses connections: its process is gone", m.Rank, m.Control))
+		if cause := gone(p.ctx, m.Rank, m.Control); cause != nil && p.ctx.Err() == nil {
+			refused(m.Rank, cause)
 			return
 		}
 		select {
@@ -83,6 +76,25 @@ func (p *probes) probe(m Member, every time.Duration, refused func(rank int, cau
 		case <-t.C:
 		}
 	}
+}
+
+// gone dials rank's control address once (within probeTimeout and ctx):
+// refused, no process listens there any more and it returns why; nil
+// otherwise (accepted, or no answer: a paused process or a host out of
+// reach).
+func gone(ctx context.Context, rank int, addr string) error {
+	dctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(dctx, "tcp", addr)
+	if err == nil {
+		_ = c.Close()
+		return nil
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("control plane: rank %d's address %s refuses connections: its process is gone", rank, addr)
+	}
+	return nil
 }
 
 // close stops the probes and waits for them (a dial in progress ends at

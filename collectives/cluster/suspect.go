@@ -1,10 +1,8 @@
 package cluster
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"net"
-	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,11 +20,10 @@ const doubtForget = 3 * time.Second
 // Local messages of a suspicion.
 type (
 	// dialed is the end of a dial of a suspected rank's control address:
-	// refused means no process listens there any more.
+	// gone is why no process listens there any more, nil if one may.
 	dialed struct {
-		rank    int
-		refused bool
-		cause   error
+		rank int
+		gone error
 	}
 	// rewatch: watch the suspected rank again.
 	rewatch struct{ rank int }
@@ -72,14 +69,7 @@ func (a *nodeActor) suspect(c actor.Context, rank int, addr string, cause error)
 		a.log.Warn("a peer may be gone: checking its address", zap.Int("peer_rank", rank), zap.Error(cause))
 	}
 	self, root := c.Self(), a.n.rt.ActorSystem().Root
-	go func() {
-		conn, err := net.DialTimeout("tcp", addr, probeTimeout)
-		if err == nil {
-			_ = conn.Close()
-		}
-		root.Send(self, dialed{rank: rank, refused: errors.Is(err, syscall.ECONNREFUSED),
-			cause: fmt.Errorf("control plane: rank %d's address %s refuses connections: its process is gone", rank, addr)})
-	}()
+	go func() { root.Send(self, dialed{rank: rank, gone: gone(context.Background(), rank, addr)}) }()
 }
 
 // doubt is a suspected rank's state: its address, since when signs have come, when the
@@ -100,8 +90,8 @@ func (a *nodeActor) dialed(c actor.Context, m dialed) {
 	}
 	d.dialing = false
 	a.doubt[m.rank] = d
-	if m.refused {
-		a.lose(c, m.rank, fmt.Errorf("%w (after: %v)", m.cause, d.cause))
+	if m.gone != nil {
+		a.lose(c, m.rank, fmt.Errorf("%w (after: %v)", m.gone, d.cause))
 		return
 	}
 	self, root := c.Self(), a.n.rt.ActorSystem().Root
