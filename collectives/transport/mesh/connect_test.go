@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -192,4 +193,56 @@ func TestConfigRefused(t *testing.T) {
 	if err != nil || len(m.Links) != 1 || m.Links[0] != nil {
 		t.Errorf("a group of one: %+v, %v", m, err)
 	}
+}
+
+// A refusal that dialling again cannot mend (the peer refuses this rank's
+// secret) ends Connect at once; its twin, a refusal that may pass (a
+// process of another group at the peer's address, as a stale rank of an
+// earlier run would be), is dialled again until the right peer takes the
+// address, and the mesh forms.
+func TestRefusalsThatEndConnectAndThoseThatDoNot(t *testing.T) {
+	k := netKinds[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cfgs, _ := group(t, k, 2)
+	cfgs[1].Secret = bytes.Repeat([]byte{0x5a}, len(testSecret))
+	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+	defer acancel()
+	go func() { _, _ = Connect(actx, cfgs[1]) }() // refuses rank 0's proof
+	if _, err := Connect(ctx, cfgs[0]); !errors.Is(err, ErrAuth) || ctx.Err() != nil {
+		t.Fatalf("a peer refusing the secret: %v, want ErrAuth before the deadline", err)
+	}
+
+	cfgs, addrs := group(t, k, 2)
+	stale := cfgs[1]
+	stale.Group = 99
+	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	defer scancel()
+	staleDone := make(chan error, 1)
+	go func() { _, err := Connect(sctx, stale); staleDone <- err }() // holds the address for a second
+	dialed := make(chan error, 1)
+	var m0 *Mesh
+	go func() {
+		var err error
+		m0, err = Connect(ctx, cfgs[0])
+		dialed <- err
+	}()
+	if err := <-staleDone; err == nil {
+		t.Fatal("the stale acceptor formed a mesh")
+	}
+	ln, err := net.Listen("tcp", addrs[1]) // the right rank 1 takes the address
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs[1].Listener = ln
+	m1, err := Connect(ctx, cfgs[1])
+	if err != nil {
+		t.Fatalf("rank 1: %v", err)
+	}
+	defer closeMeshes([]*Mesh{m1})
+	if err := <-dialed; err != nil {
+		t.Fatalf("rank 0 after a stale peer of another group: %v", err)
+	}
+	defer closeMeshes([]*Mesh{m0})
 }
