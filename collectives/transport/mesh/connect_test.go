@@ -209,8 +209,12 @@ func TestRefusalsThatEndConnectAndThoseThatDoNot(t *testing.T) {
 	cfgs[1].Secret = bytes.Repeat([]byte{0x5a}, len(testSecret))
 	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 	defer acancel()
-	go func() { _, _ = Connect(actx, cfgs[1]) }() // refuses rank 0's proof
-	if _, err := Connect(ctx, cfgs[0]); !errors.Is(err, ErrAuth) || ctx.Err() != nil {
+	refuser := make(chan struct{})
+	go func() { _, _ = Connect(actx, cfgs[1]); close(refuser) }() // refuses rank 0's proof
+	_, err := Connect(ctx, cfgs[0])
+	acancel()
+	<-refuser // leaves no goroutine behind for the tests that count them
+	if !errors.Is(err, ErrAuth) || ctx.Err() != nil {
 		t.Fatalf("a peer refusing the secret: %v, want ErrAuth before the deadline", err)
 	}
 
@@ -228,10 +232,11 @@ func TestRefusalsThatEndConnectAndThoseThatDoNot(t *testing.T) {
 		m0, err = Connect(ctx, cfgs[0])
 		dialed <- err
 	}()
+	var ln net.Listener
 	if err := <-staleDone; err == nil {
 		t.Fatal("the stale acceptor formed a mesh")
 	}
-	ln, err := net.Listen("tcp", addrs[1]) // the right rank 1 takes the address
+	ln, err = net.Listen("tcp", addrs[1]) // the right rank 1 takes the address
 	if err != nil {
 		t.Fatal(err)
 	}
