@@ -28,6 +28,8 @@ const (
 	CauseBadPeer                                // ErrBadPeer
 	CauseCanceled                               // context.Canceled
 	CauseDeadlineExceeded                       // context.DeadlineExceeded
+	CauseEvicted                                // errs.ErrEvicted
+	CauseStale                                  // errs.ErrStale
 )
 
 var causeSentinels = [...]error{
@@ -43,6 +45,8 @@ var causeSentinels = [...]error{
 	ErrBadPeer,
 	context.Canceled,
 	context.DeadlineExceeded,
+	errs.ErrEvicted,
+	errs.ErrStale,
 }
 
 // CodeOf returns the bits of every sentinel err matches with errors.Is

@@ -19,6 +19,11 @@ var (
 	ErrAborted = errs.ErrAborted
 	// ErrClosed: this endpoint was closed.
 	ErrClosed = errs.ErrClosed
+	// ErrEvicted: this rank was dropped by its peers (silent past the peer
+	// timeout); every later call fails with it.
+	ErrEvicted = errs.ErrEvicted
+	// ErrStale: the message's or call's group was retired (an old epoch).
+	ErrStale = errs.ErrStale
 	// ErrSizeMismatch: a message's size differs from the receive buffer's.
 	ErrSizeMismatch = errors.New("message size mismatch")
 	// ErrBadPeer: a peer rank out of range, or this rank itself.
