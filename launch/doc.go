@@ -40,6 +40,17 @@
 // (Ctrl-C) stops every rank the same way, and Run's error carries exit
 // status 128 + the signal.
 //
+// An elastic launch (Spec.Elastic) is one whose ranks go on without a
+// lost rank (they shrink their group, collectives.Group.Shrink): each
+// rank calls Joined once its group has formed, and from then on its death
+// or unsuccessful exit does not stop the others. Spec.Lost hears of each
+// such loss (choreorun prints one line: "lost rank 2: killed by SIGKILL
+// after 3.1s; 3 ranks go on"), and the launch ends when every rank has
+// exited: Run returns nil when at least one rank exited 0 and every rank
+// still running when the first did so exited 0 as well. A rank that fails
+// before it called Joined, or after the first success, ends the launch as
+// above. Ranks are not restarted.
+//
 // Output comes back line by line (never two ranks' lines mixed within
 // one), each led by "[rank] " with Spec.TagOutput, or into one file per
 // rank with Spec.LogDir.

@@ -19,8 +19,9 @@ import (
 // every host's over SSH), supervised. It returns nil when every rank
 // exited 0, else an *ExitError whose message is one line: the rank that
 // failed first, how, its last line of output, and how many others were
-// stopped (a rank that fails stops the launch, at start or later); or the
-// interruption; or the deadline. A Spec that cannot run fails before
+// stopped (a rank that fails stops the launch, at start or later, unless
+// the launch is elastic and the rank had joined); or the interruption; or
+// the deadline. A Spec that cannot run fails before
 // anything starts, wrapping ErrBadArgument.
 //
 // Each rank runs in a process group of its own and, on Linux, dies with
@@ -89,6 +90,28 @@ func runNode(s Spec) error {
 		zap.String("coordinator", coord), zap.String("run", s.Run), zap.Strings("argv", s.Argv))
 
 	g := newGroup(s.NProcPerNode, s.Grace, s.PeerLostExit)
+	last := func(e exit) string {
+		if l := e.m.errw.Last(); l != "" {
+			return l
+		}
+		return e.m.out.Last()
+	}
+	if s.Elastic {
+		j, err := listenJoined(s.Run, func(r int) bool { return r >= base && r < base+s.NProcPerNode }, s.Log)
+		if err != nil {
+			return err
+		}
+		defer j.close()
+		common = append(common, EnvJoined+"="+j.path())
+		g.joined = j.joined
+		g.onLost = func(e exit, running int) {
+			l := lossOf(e, running, last(e))
+			s.Log.Warn("rank lost", zap.Int("rank", l.Rank), zap.String("status", l.Status), zap.Int("running", running))
+			if s.Lost != nil {
+				s.Lost(l)
+			}
+		}
+	}
 	term := &sink{dst: s.Stdout}
 	termErr := &sink{dst: s.Stderr}
 	width := len(strconv.Itoa(world - 1))
@@ -135,12 +158,7 @@ func runNode(s Spec) error {
 		s.Started(g.pids())
 	}
 	o := g.supervise(s.Signals, deadline(s.Deadline))
-	return verdict(o, "rank", s.Deadline, s.PeerLostExit, func(e exit) string {
-		if l := e.m.errw.Last(); l != "" {
-			return l
-		}
-		return e.m.out.Last()
-	})
+	return verdict(o, "rank", s.Deadline, s.PeerLostExit, last)
 }
 
 // coordinator is rank 0's address for this node's ranks, and whether its

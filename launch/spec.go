@@ -87,6 +87,17 @@ type Spec struct {
 	Started func(pids []int)
 	// Log receives the launcher's own events; default none.
 	Log *zap.Logger
+	// Elastic keeps the launch going when a rank that has joined its group
+	// (it called Joined) dies or exits unsuccessfully: the other ranks go
+	// on (they shrink their group), Lost hears of it, and the launch ends
+	// once every rank has exited. It succeeds when at least one rank
+	// exited 0 and every rank still running when the first one did so
+	// exited 0 too. A rank that fails before it joined stops the launch as
+	// without Elastic. Not with Hosts (run one launcher per host instead).
+	Elastic bool
+	// Lost, if set, is called (from the supervising goroutine) with each
+	// rank an elastic launch loses, as it is lost.
+	Lost func(Loss)
 
 	// agent: this node was started by another launcher over SSH: a chosen
 	// coordinator port is reported on Stdout before any rank starts.
@@ -125,6 +136,9 @@ func (s Spec) withDefaults() (Spec, error) {
 		}
 		if s.RankEnv != nil {
 			return s, bad("per-rank variables cannot reach other hosts")
+		}
+		if s.Elastic {
+			return s, bad("an elastic launch over SSH: run one launcher on each host instead")
 		}
 	}
 	if s.NNodes == 0 {

@@ -9,7 +9,8 @@ import (
 )
 
 // verdict turns an outcome into the launch's error: nil when every member
-// succeeded, else an *ExitError whose message is one line of at most
+// succeeded (in an elastic launch: every member not lost, and at least
+// one), else an *ExitError whose message is one line of at most
 // MaxSummary bytes. what names a member ("rank"); detail is what a failed
 // member last said (its last line, or a node's own verdict).
 func verdict(o outcome, what string, deadline time.Duration, peerLost int, detail func(exit) string) error {
@@ -42,6 +43,9 @@ func verdict(o outcome, what string, deadline time.Duration, peerLost int, detai
 		if more := len(o.failed) - 1; more > 0 {
 			rest = fmt.Sprintf("; %d more failed", more) + rest
 		}
+		if len(o.lost) > 0 {
+			rest = fmt.Sprintf("; %d lost before", len(o.lost)) + rest
+		}
 		rest += tail
 		msg := head
 		if d := oneLine(detail(first)); d != "" {
@@ -51,6 +55,8 @@ func verdict(o outcome, what string, deadline time.Duration, peerLost int, detai
 	case o.timedOut:
 		msg := fmt.Sprintf("deadline %v passed%s%s", deadline, plural(o.stopped, what, "stopped"), tail)
 		return &ExitError{Code: 1, msg: cut(msg, MaxSummary), kind: ErrTimeout}
+	case len(o.lost) > 0 && o.succeeded == 0:
+		return allLost(o, what, detail)
 	}
 	return nil
 }

@@ -86,6 +86,12 @@ type group struct {
 	exits    chan exit
 	grace    time.Duration
 	peerLost int // PeerLostExit
+	// joined, set in an elastic launch, reports whether a member has
+	// joined its group: its failure is then a loss, not the launch's end.
+	joined func(id int) bool
+	// onLost, if set, hears of each loss and of how many members are still
+	// running.
+	onLost func(e exit, running int)
 }
 
 func newGroup(n int, grace time.Duration, peerLost int) *group {
@@ -160,7 +166,9 @@ func (g *group) reap(d time.Duration) int {
 
 // outcome is how a launch's members ended.
 type outcome struct {
-	failed      []exit // exits not caused by the launcher, in order
+	failed      []exit // exits not caused by the launcher, in order (losses aside)
+	lost        []exit // an elastic launch's members lost after they joined, in order
+	succeeded   int    // members that exited 0 by themselves
 	stopped     int    // members the launcher asked to stop
 	interrupted os.Signal
 	timedOut    bool
@@ -178,6 +186,15 @@ func (o outcome) first(peerLost int) exit {
 	return o.failed[0]
 }
 
+// isLoss reports whether the failed exit e is, in an elastic launch, a
+// loss the others go on without: its member had joined its group, no
+// member has yet succeeded (the end has not begun) and nothing is stopping
+// the launch.
+func (g *group) isLoss(e exit, o outcome) bool {
+	return g.joined != nil && g.joined(e.m.id) && o.succeeded == 0 && len(o.failed) == 0 &&
+		o.interrupted == nil && !o.timedOut
+}
+
 // supervise waits for every member. When one fails, or a signal arrives
 // on sigs, or deadline passes, it stops the rest: SIGTERM (or its
 // equivalent) to each, then SIGKILL once the grace period has passed
@@ -186,7 +203,8 @@ func (o outcome) first(peerLost int) exit {
 // member is gone within the grace period (and reapTimeout) of the first
 // failed exit. A member that fails because it lost a peer (peerLost)
 // gives the one that failed first up to peerLostWindow (at most the grace
-// period) to show itself before the rest are asked to stop.
+// period) to show itself before the rest are asked to stop. In an
+// elastic launch a member lost after it joined (isLoss) stops nothing.
 func (g *group) supervise(sigs <-chan os.Signal, deadline <-chan time.Time) outcome {
 	var (
 		o              outcome
@@ -212,7 +230,18 @@ func (g *group) supervise(sigs <-chan os.Signal, deadline <-chan time.Time) outc
 		case e := <-g.exits:
 			running--
 			e.m.exited = true
-			if e.ok() || e.m.signalled {
+			if e.m.signalled {
+				continue
+			}
+			if e.ok() {
+				o.succeeded++
+				continue
+			}
+			if g.isLoss(e, o) {
+				o.lost = append(o.lost, e)
+				if g.onLost != nil {
+					g.onLost(e, running)
+				}
 				continue
 			}
 			o.failed = append(o.failed, e)

@@ -32,6 +32,16 @@
 // one line naming it, how it ended and its last line of output; Ctrl-C
 // stops every rank (exit 130). A command line choreorun cannot parse
 // exits 2 with one line and a hint.
+//
+// With --elastic, a rank that has joined its group (the program calls
+// launch.Joined after cluster.Join) and then dies or exits unsuccessfully
+// does not end the launch: choreorun prints one line for it ("choreorun:
+// lost rank 2: killed by SIGKILL after 3.1s; 3 ranks go on") and lets the
+// others go on (they shrink their group, collectives.Group.Shrink). It
+// ends when every rank has exited, with status 0 when at least one rank
+// exited 0 and every rank still running when the first did so exited 0
+// too. A rank that fails before it joined stops the launch as without
+// --elastic. Lost ranks are not restarted.
 package main
 
 import (
@@ -65,6 +75,7 @@ type cli struct {
 	LogDir       string        `name:"log-dir" help:"Write each rank's output to LOG_DIR/rank-<rank>.log instead."`
 	Grace        time.Duration `default:"3s" help:"How long a rank asked to stop may take before it is killed."`
 	Deadline     time.Duration `help:"Stop every rank after this long; 0: no limit."`
+	Elastic      bool          `help:"Go on when a rank that has joined its group dies or fails (the others shrink their group): print a line for it and end when every rank has exited (not with --hosts)."`
 	Agent        bool          `hidden:"" help:"Run as a node started over ssh: the launch's variables on standard input."`
 	PeerLostExit int           `name:"peer-lost-exit" hidden:"" help:"The exit status of a rank that only lost a peer."`
 	Command      []string      `arg:"" optional:"" passthrough:"" name:"program" help:"The program each rank runs, and its arguments ('--' before it ends choreorun's flags)."`
@@ -115,6 +126,9 @@ func parse(args []string) (launch.Spec, error) {
 func (c *cli) launch(spec launch.Spec, stdin io.Reader, stdout, stderr io.Writer) int {
 	var err error
 	spec.Stdout, spec.Stderr = stdout, stderr
+	if spec.Elastic {
+		spec.Lost = func(l launch.Loss) { fmt.Fprintln(stderr, launch.VerdictPrefix+l.String()) }
+	}
 	if c.Agent {
 		err = launch.RunNode(spec, stdin)
 	} else {
@@ -138,7 +152,8 @@ func (c *cli) launch(spec launch.Spec, stdin io.Reader, stdout, stderr io.Writer
 func (c *cli) spec() (launch.Spec, error) {
 	s := launch.Spec{Argv: c.Command, Coordinator: c.Coordinator, NodeRank: c.NodeRank, NNodes: c.NNodes,
 		TagOutput: c.TagOutput, LogDir: c.LogDir, Grace: c.Grace, Deadline: c.Deadline,
-		PeerLostExit: c.PeerLostExit, Secret: os.Getenv(launch.EnvSecret), Run: os.Getenv(launch.EnvRun)}
+		PeerLostExit: c.PeerLostExit, Secret: os.Getenv(launch.EnvSecret), Run: os.Getenv(launch.EnvRun),
+		Elastic: c.Elastic}
 	if len(s.Argv) > 0 && s.Argv[0] == "--" {
 		s.Argv = s.Argv[1:]
 	}
@@ -148,6 +163,9 @@ func (c *cli) spec() (launch.Spec, error) {
 	hosts, err := c.hosts()
 	if err != nil {
 		return s, err
+	}
+	if c.Elastic && len(hosts) > 0 {
+		return s, errors.New("--elastic with --hosts or --hostfile: run one choreorun --elastic on each host instead (--nnodes, --node-rank)")
 	}
 	s.Hosts = hosts
 	nodes := max(c.NNodes, 1)

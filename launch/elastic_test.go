@@ -1,0 +1,96 @@
+package launch
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// exitOf runs sh -c script and is its exit, started d ago.
+func exitOf(t *testing.T, id int, script string, d time.Duration) exit {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	err := cmd.Run()
+	return exit{m: &member{id: id, started: time.Now().Add(-d)}, state: cmd.ProcessState, err: err, at: time.Now()}
+}
+
+// A loss is one bounded line with the rank, how it ended and how many go
+// on; a launch whose every rank was lost fails, naming the last.
+func TestLossLine(t *testing.T) {
+	killed := exitOf(t, 2, "kill -9 $$", 3100*time.Millisecond)
+	if l := lossOf(killed, 3, "").String(); l != "lost rank 2: killed by SIGKILL after 3.1s; 3 ranks go on" {
+		t.Errorf("killed: %q", l)
+	}
+	exited := exitOf(t, 7, "exit 1", 420*time.Millisecond)
+	l := lossOf(exited, 1, strings.Repeat("x", 400))
+	if s := l.String(); len(s) > MaxSummary || !strings.HasPrefix(s, "lost rank 7: exited 1 after 42") ||
+		!strings.Contains(s, "; 1 rank goes on: xxx") || !strings.HasSuffix(s, "...") || l.Code != 1 || l.Signal != 0 {
+		t.Errorf("exited: %q (%d bytes), %+v", s, len(s), l)
+	}
+	err := verdict(outcome{lost: []exit{killed, exited}}, "rank", 0, 0, func(exit) string { return "bye" })
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 || !errors.Is(err, ErrFailed) ||
+		!strings.HasPrefix(err.Error(), "every rank was lost, none succeeded; the last: rank 7 exited 1 after") {
+		t.Errorf("every rank lost: %v", err)
+	}
+	if err := verdict(outcome{lost: []exit{killed}, succeeded: 3}, "rank", 0, 0, nil); err != nil {
+		t.Errorf("one lost, three succeeded: %v", err)
+	}
+	err = verdict(outcome{lost: []exit{killed}, failed: []exit{exited}, succeeded: 1, stopped: 1}, "rank", 0, 0, func(exit) string { return "" })
+	if err == nil || !strings.HasSuffix(err.Error(), "; 1 lost before; 1 other stopped") {
+		t.Errorf("a failure after a loss: %v", err)
+	}
+}
+
+// The launcher records a rank's report and answers it; a report for
+// another run or for a rank not of this node changes nothing and is
+// answered with a refusal, which Joined returns as an error.
+func TestJoinedListener(t *testing.T) {
+	j, err := listenJoined("run-a", func(r int) bool { return r >= 4 && r < 8 }, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	report := func(line string) string {
+		c, err := net.Dial("unix", j.path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprint(c, line)
+		ack, _ := bufio.NewReader(c).ReadString('\n')
+		return ack
+	}
+	for _, bad := range []string{"joined run-b 5\n", "joined run-a 3\n", "joined run-a x\n", "hello\n"} {
+		if ack := report(bad); ack != "refused\n" {
+			t.Errorf("%q answered %q", bad, ack)
+		}
+	}
+	for r := range 10 {
+		if j.joined(r) {
+			t.Fatalf("rank %d joined before any report was accepted", r)
+		}
+	}
+	t.Setenv(EnvJoined, j.path())
+	t.Setenv(EnvRun, "run-a")
+	t.Setenv(EnvRank, "5")
+	if err := Joined(); err != nil || !j.joined(5) || j.joined(4) {
+		t.Errorf("Joined: %v; rank 5 joined %v, rank 4 %v", err, j.joined(5), j.joined(4))
+	}
+	t.Setenv(EnvRank, "9")
+	if err := Joined(); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("a rank of another node: %v", err)
+	}
+	t.Setenv(EnvJoined, "")
+	if err := Joined(); err != nil {
+		t.Errorf("outside an elastic launch: %v", err)
+	}
+}
