@@ -19,6 +19,7 @@ type hub struct {
 	closed  []bool
 	queues  map[matchKey]*queue
 	aborted Aborts
+	retired []Retired // by rank: the groups each rank retired
 	windows map[Tag]*window
 }
 
@@ -47,10 +48,12 @@ type pending struct {
 }
 
 // NewLocal returns the endpoints of a new in-process group of n ranks
-// (n >= 1), indexed by rank. Each implements Transport and PeerAccess.
+// (n >= 1), indexed by rank. Each implements Transport, PeerAccess and
+// Retirer.
 func NewLocal(n int) []Transport {
 	h := &hub{n: max(n, 1), queues: make(map[matchKey]*queue), windows: make(map[Tag]*window)}
 	h.closed = make([]bool, h.n)
+	h.retired = make([]Retired, h.n)
 	ts := make([]Transport, h.n)
 	for i := range ts {
 		ts[i] = &local{hub: h, rank: i}
@@ -67,6 +70,7 @@ type local struct {
 var (
 	_ Transport  = (*local)(nil)
 	_ PeerAccess = (*local)(nil)
+	_ Retirer    = (*local)(nil)
 )
 
 func (l *local) Rank() int { return l.rank }
@@ -118,6 +122,9 @@ func (h *hub) post(rank, peer int, k matchKey, send bool, buf []byte) (mine, par
 	defer h.mu.Unlock()
 	if e := h.checkLocked(rank, peer, k.tag); e != nil {
 		return nil, nil, e
+	}
+	if send && h.retired[peer].Has(k.tag.Group) {
+		return nil, nil, refusedError(peer, k.tag.Group)
 	}
 	q := h.queues[k]
 	if q == nil {
@@ -191,6 +198,9 @@ func (h *hub) checkLocked(rank, peer int, tag Tag) error {
 	}
 	if a := h.aborted.Of(tag); a != nil {
 		return a
+	}
+	if h.retired[rank].Has(tag.Group) {
+		return StaleError(tag.Group)
 	}
 	if peer >= 0 && h.closed[peer] {
 		return fmt.Errorf("%w: rank %d closed", ErrPeerLost, peer)

@@ -66,6 +66,13 @@ func (l *local) Expose(ctx context.Context, tag Tag, bufs ...[]byte) (Window, er
 			return nil, wrap(fmt.Errorf("%w: rank %d closed", ErrPeerLost, r))
 		}
 	}
+	// A window needs every rank: one that retired the group never comes.
+	for r := range h.retired {
+		if h.retired[r].Has(tag.Group) {
+			h.mu.Unlock()
+			return nil, wrap(refusedError(r, tag.Group))
+		}
+	}
 	w := h.windows[tag]
 	if w == nil {
 		w = &window{

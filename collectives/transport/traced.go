@@ -13,15 +13,23 @@ const traceTrack = "transport"
 // rec, with its peer (and the carrier of its link, where t is a Linker),
 // its bytes, its collective (Group, Seq) and its error.
 // The spans of concurrent calls overlap, so they are async slices. The
-// result keeps t's PeerAccess, and its TrySend reaches t's where t has one.
-// A nil rec returns t itself.
+// result keeps t's PeerAccess and Retirer (it implements each exactly
+// where t does), and its TrySend reaches t's where t has one. A nil rec
+// returns t itself.
 func Traced(t Transport, rec *trace.Recorder) Transport {
 	if rec == nil {
 		return t
 	}
 	tt := &traced{Transport: t, rec: rec}
-	if pa, ok := t.(PeerAccess); ok {
+	pa, peers := t.(PeerAccess)
+	r, retires := t.(Retirer)
+	switch {
+	case peers && retires:
+		return &tracedPeersRetirer{tracedPeers: &tracedPeers{traced: tt, pa: pa}, r: r}
+	case peers:
 		return &tracedPeers{traced: tt, pa: pa}
+	case retires:
+		return &tracedRetirer{traced: tt, r: r}
 	}
 	return tt
 }
@@ -102,3 +110,21 @@ func (t *tracedPeers) Expose(ctx context.Context, tag Tag, bufs ...[]byte) (Wind
 	t.span("expose", t0, -1, tag, n, err)
 	return w, err
 }
+
+// tracedRetirer is traced over a transport that is a Retirer: Retire is
+// t's own.
+type tracedRetirer struct {
+	*traced
+	r Retirer
+}
+
+func (t *tracedRetirer) Retire(group uint64) { t.r.Retire(group) }
+
+// tracedPeersRetirer is traced over a transport with PeerAccess that is a
+// Retirer.
+type tracedPeersRetirer struct {
+	*tracedPeers
+	r Retirer
+}
+
+func (t *tracedPeersRetirer) Retire(group uint64) { t.r.Retire(group) }

@@ -53,6 +53,7 @@ func Run(t *testing.T, make MakeFunc) {
 		{"AbortOnlyThatCollective", testAbortScope},
 		{"CloseFailsPeers", testClose},
 		{"ConcurrentTags", testConcurrent},
+		{"Retire", testRetire},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
