@@ -154,7 +154,9 @@ func (k *kernels) peerReduce(a *api, s cuStream, c gpu.PeerReduce) (int, error) 
 	args.i64(int64(c.SrcOff))
 	args.i64(int64(c.DstOff))
 	args.i64(int64(c.N))
-	return 2, a.launch(f, name, c.N, blockThreads, s, &args)
+	// One thread per 16 bytes: the kernel reads 16-byte vectors where the
+	// entries are aligned (its grid-stride loops cover any n otherwise).
+	return 2, a.launch(f, name, (c.N*dt.Size()+15)/16, blockThreads, s, &args)
 }
 
 // sameWidthInt is the integer dtype of each dtype's width.

@@ -79,6 +79,14 @@ func checkPeerReduce(r *rig, pd gpu.PeerDevice, q gpu.Queue, dt gpu.DType, op gp
 			})
 		}
 	}
+	// Offsets 0: every entry aligned alike (a kernel may take a faster
+	// path there; the result must not change).
+	r.mustRun(q, gpu.PeerReduce{Table: tab, SrcLo: 0, SrcHi: srcs, DstLo: srcs, DstHi: srcs + 2,
+		N: n + 1, DType: dt, Op: op})
+	for _, out := range []gpu.Buffer{outA, outB} {
+		got := r.read(q, out, 0, (n+1)*es)
+		checkElems(r.t, "aligned", dt, got, n+1, func(i int) (int64, float64) { return refReduce(dt, op, ins, i) })
+	}
 	r.mustRun(q, gpu.PeerReduce{Table: tab, SrcLo: 0, SrcHi: srcs, DstLo: 2, DstHi: 4,
 		SrcOff: off, DstOff: off, N: n, DType: dt, Op: op})
 	for _, b := range bufs[2:4] {

@@ -263,6 +263,56 @@ template <typename I> struct PInt { typedef I T; typedef I A;
 
 #define PEER_MAX 64  // entries a kernel reads (srcs + dsts); more: several commands
 
+// peer_range reduces the elements [lo, hi) one per thread and step.
+template <class P, class O>
+__device__ __forceinline__ void peer_range(const u64* tab, int srcLo, int srcHi, int dstLo, int dstHi,
+                                           long long srcOff, long long dstOff, long long lo, long long hi) {
+    typedef typename P::T T;
+    for (long long i = lo + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < hi;
+         i += (long long)blockDim.x * gridDim.x) {
+        typename P::A acc = P::ld(((const T*)tab[2 + 2 * srcLo])[srcOff + i]);
+        for (int e = srcLo + 1; e < srcHi; e++)
+            acc = P::template op<O>(acc, P::ld(((const T*)tab[2 + 2 * e])[srcOff + i]));
+        T v = P::st(acc);
+        for (int e = dstLo; e < dstHi; e++) ((T*)tab[2 + 2 * e])[dstOff + i] = v;
+    }
+}
+
+// peer_vec reduces nv 16-byte vectors (srcOff and dstOff make every entry
+// 16-byte aligned): one 16-byte load per source and one store per
+// destination, each element reduced in the accumulator type as in
+// peer_range, so the result is bit for bit the same.
+template <class P, class O>
+__device__ __forceinline__ void peer_vec(const u64* tab, int srcLo, int srcHi, int dstLo, int dstHi,
+                                         long long srcOff, long long dstOff, long long nv) {
+    typedef typename P::T T;
+    typedef typename P::A A;
+    const int W = 16 / sizeof(T);
+    union V { uint4 u; T e[16 / sizeof(T)]; };
+    GRID_LOOP(i, nv) {
+        V v;
+        v.u = ((const uint4*)((const T*)tab[2 + 2 * srcLo] + srcOff))[i];
+        A acc[16 / sizeof(T)];
+#pragma unroll
+        for (int k = 0; k < W; k++) acc[k] = P::ld(v.e[k]);
+#pragma unroll 4
+        for (int e = srcLo + 1; e < srcHi; e++) {
+            V w;
+            w.u = ((const uint4*)((const T*)tab[2 + 2 * e] + srcOff))[i];
+#pragma unroll
+            for (int k = 0; k < W; k++) acc[k] = P::template op<O>(acc[k], P::ld(w.e[k]));
+        }
+#pragma unroll
+        for (int k = 0; k < W; k++) v.e[k] = P::st(acc[k]);
+        for (int e = dstLo; e < dstHi; e++) ((uint4*)((T*)tab[2 + 2 * e] + dstOff))[i] = v.u;
+    }
+}
+
+// peer_k checks the table, then reduces with 16-byte vectors where the
+// entries allow it (every entry 16-byte aligned and the source and
+// destination offsets alike modulo 16 bytes): a scalar head up to the
+// first aligned element, the vectors, a scalar tail. Otherwise every
+// element is reduced alone.
 template <class P, class O>
 __device__ __forceinline__ void peer_k(const u64* tab, u64* flag, int srcLo, int srcHi, int dstLo,
                                        int dstHi, long long srcOff, long long dstOff, long long n) {
@@ -273,13 +323,20 @@ __device__ __forceinline__ void peer_k(const u64* tab, u64* flag, int srcLo, int
         if ((unsigned long long)((srcOff + n) * es) > tab[3 + 2 * e]) { if (threadIdx.x == 0) *(volatile u64*)flag = 1; return; }
     for (int e = dstLo; e < dstHi; e++)
         if ((unsigned long long)((dstOff + n) * es) > tab[3 + 2 * e]) { if (threadIdx.x == 0) *(volatile u64*)flag = 1; return; }
-    GRID_LOOP(i, n) {
-        typename P::A acc = P::ld(((const T*)tab[2 + 2 * srcLo])[srcOff + i]);
-        for (int e = srcLo + 1; e < srcHi; e++)
-            acc = P::template op<O>(acc, P::ld(((const T*)tab[2 + 2 * e])[srcOff + i]));
-        T v = P::st(acc);
-        for (int e = dstLo; e < dstHi; e++) ((T*)tab[2 + 2 * e])[dstOff + i] = v;
+    const long long hs = (srcOff * es) & 15, hd = (dstOff * es) & 15;
+    bool vec = hs == hd && n * es >= 64;
+    for (int e = srcLo; vec && e < srcHi; e++) vec = (tab[2 + 2 * e] & 15) == 0;
+    for (int e = dstLo; vec && e < dstHi; e++) vec = (tab[2 + 2 * e] & 15) == 0;
+    if (!vec) {
+        peer_range<P, O>(tab, srcLo, srcHi, dstLo, dstHi, srcOff, dstOff, 0, n);
+        return;
     }
+    const long long head = ((16 - hs) & 15) / es;  // es divides 16 and hs
+    const long long nv = (n - head) / (16 / es);
+    const long long tail = head + nv * (16 / es);
+    peer_range<P, O>(tab, srcLo, srcHi, dstLo, dstHi, srcOff, dstOff, 0, head);
+    peer_vec<P, O>(tab, srcLo, srcHi, dstLo, dstHi, srcOff + head, dstOff + head, nv);
+    peer_range<P, O>(tab, srcLo, srcHi, dstLo, dstHi, srcOff, dstOff, tail, n);
 }
 
 #define PEER_KERNEL(opname, O, sfx, P)                                                          \
