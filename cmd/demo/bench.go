@@ -220,6 +220,16 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 		}
 		n := float64(w.size)
 		fmt.Fprintf(out, "device copy C (read+written), %d B: %.1f GB/s; all-reduce floor (n-1)/n^2 C: %.1f GB/s\n", f.largest(), c/1e9, c*(n-1)/(n*n)/1e9)
+		fused, ok, err := measureFusedFloor(w.dev, w.size, f.largest())
+		if err != nil {
+			return err
+		}
+		if ok {
+			fmt.Fprintf(out, "fused all-reduce floor (one kernel over %d buffers, in place), %d B: busbw %.1f GB/s\n", w.size, f.largest(), fused/1e9)
+			if ar64 > 0 {
+				fmt.Fprintf(out, "allreduce 64 MiB busbw / fused floor: %.0f%%\n", 100*ar64/(fused/1e9))
+			}
+		}
 	}
 	if slices.ContainsFunc(ops, exchangeOp) {
 		fmt.Fprintln(out, unevenNote(w.size))

@@ -107,22 +107,9 @@ func measureDeviceCopy(dev gpu.Device, size int) (c float64, err error) {
 	for i := range cmds {
 		cmds[i] = gpu.Copy{Dst: bufs[i%2], Src: bufs[1-i%2], Bytes: size}
 	}
-	best := time.Duration(1<<63 - 1)
-	for range 5 {
-		done := make(chan error, 1)
-		t0 := time.Now()
-		if err := q.Submit(cmds, func(err error) { done <- err }); err != nil {
-			return 0, fmt.Errorf("device copy: %w", err)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				return 0, fmt.Errorf("device copy: %w", err)
-			}
-		case <-time.After(time.Minute):
-			return 0, fmt.Errorf("device copy: no completion within a minute")
-		}
-		best = min(best, time.Since(t0))
+	best, err := bestBatch(q, cmds, 5)
+	if err != nil {
+		return 0, fmt.Errorf("device copy: %w", err)
 	}
 	return 2 * float64(size) * reps / best.Seconds(), nil
 }
