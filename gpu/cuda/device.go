@@ -56,7 +56,10 @@ type Device struct {
 	reaperEnd bool                       // reaper: exit once frees is empty
 }
 
-var _ gpu.Device = (*Device)(nil)
+var (
+	_ gpu.Device       = (*Device)(nil)
+	_ gpu.AllocCounter = (*Device)(nil)
+)
 
 // New opens the device opts.Ordinal with opts. Errors wrap ErrUnavailable
 // and gpu.ErrNoBackend when this machine has no usable driver or device,
@@ -394,3 +397,9 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// DriverAllocs counts the memory allocations this process has asked of the
+// CUDA driver (device and pinned host memory, slabs included; every Device
+// of the process together): a call served from the caches adds nothing,
+// so a hot path that allocates nothing after warm-up keeps it still.
+func (d *Device) DriverAllocs() uint64 { return d.api.allocs.Load() }

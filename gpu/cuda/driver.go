@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -56,7 +57,9 @@ const (
 // calls; the exported symbol (versioned where the header maps the name to
 // a _v2 entry point) is given in the symbol table below.
 type api struct {
-	lib uintptr
+	// allocs counts cuMemAlloc and cuMemHostAlloc calls (Device.DriverAllocs).
+	allocs atomic.Uint64
+	lib    uintptr
 
 	cuInit                    func(flags uint32) cuResult
 	cuDriverGetVersion        func(v *int32) cuResult
@@ -188,10 +191,21 @@ func openAPI() (*api, error) {
 		}
 		purego.RegisterFunc(s.fn, sym)
 	}
+	a.countAllocs()
 	if r := a.cuInit(0); r != cudaSuccess {
 		return nil, unavailablef("cuda: %v", a.errorf("cuInit", r))
 	}
 	return a, nil
+}
+
+// countAllocs wraps the driver's allocations so that each call counts.
+func (a *api) countAllocs() {
+	dev, host := a.cuMemAlloc, a.cuMemHostAlloc
+	a.cuMemAlloc = func(p *uintptr, n uint64) cuResult { a.allocs.Add(1); return dev(p, n) }
+	a.cuMemHostAlloc = func(p *unsafe.Pointer, n uint64, flags uint32) cuResult {
+		a.allocs.Add(1)
+		return host(p, n, flags)
+	}
 }
 
 // cstring copies a NUL-terminated C string owned by the driver.
