@@ -22,4 +22,27 @@
 // size), and the sender sends it in chunks straight from its buffer, or
 // the receiver reads it from the sender's memory and answers Done. A
 // sender that gives up after the announce retracts the message.
+//
+// Liveness and eviction. The heartbeat pings idle links and checks when
+// each peer was last heard; a peer silent for PeerTimeout is lost, except
+// when the heartbeat itself came late (this process was stalled, and
+// silence then proves nothing). Before it loses a silent peer the
+// Endpoint sends it an eviction notice, best effort (an abort of a
+// reserved collective with the cause code transport.CauseEvicted, which
+// every link carries as it carries aborts), and closes the link a
+// heartbeat later so that the notice may leave first. A rank that gets
+// such a notice, typically one that was stopped and resumed, is evicted:
+// every peer is lost, and every pending and later call on its Endpoint
+// fails with an error wrapping transport.ErrEvicted (and
+// transport.ErrPeerLost), so that it never writes into a group that went
+// on without it. A link that ends, LosePeer, a protocol error and Close
+// send no notice.
+//
+// Retired groups. Retire refuses a group's messages for good
+// (transport.Retirer): this rank's calls of the group fail with
+// transport.ErrStale, what arrived of it is dropped (an eager message's
+// window bytes go back to its sender), later eager messages are dropped
+// as they arrive, and an announce of the group is answered with an abort
+// of its collective whose cause wraps transport.ErrStale, so that its
+// sender fails at once instead of waiting for a Recv that never comes.
 package msg

@@ -14,8 +14,8 @@ import (
 )
 
 // Endpoint is one rank's endpoint of a group, over one Link per peer. It
-// implements transport.Transport and transport.TrySender (not
-// PeerAccess), and LosePeer.
+// implements transport.Transport, transport.TrySender and
+// transport.Retirer (not PeerAccess), and LosePeer.
 //
 // Contract: that of transport.Transport, with these particulars. A
 // message of at most the link's EagerMax bytes is sent at once when the
@@ -26,9 +26,15 @@ import (
 // consumes that message, whose Send still returns nil. A peer whose link
 // ends, that stays silent for PeerTimeout, or that breaks the protocol is
 // lost: its operations fail with transport.ErrPeerLost, and eager
-// messages that arrived whole stay receivable. The Endpoint's own
-// goroutines are its heartbeat and those its links start through
-// Peer.Go; Close waits for all of them.
+// messages that arrived whole stay receivable. A peer lost for its
+// silence is first told so (an eviction notice, sent best effort): a rank
+// that receives one is evicted, and every pending and later call on its
+// Endpoint fails with an error wrapping both transport.ErrEvicted and
+// transport.ErrPeerLost. Retire refuses a group's messages for good (see
+// transport.Retirer); a rendezvous announce of a retired group is
+// answered with an abort of its collective whose cause wraps
+// transport.ErrStale. The Endpoint's own goroutines are its heartbeat
+// and those its links start through Peer.Go; Close waits for all of them.
 type Endpoint struct {
 	cfg   Config
 	peers []*Peer // nil at cfg.Rank
@@ -41,9 +47,11 @@ type Endpoint struct {
 	wg      sync.WaitGroup
 	timer   *time.Timer
 
-	aborts   transport.Aborts // the collectives aborted here, bounded
-	poll     spin.Adaptive    // how long a wait polls (links use it)
-	lastTick atomic.Int64     // when the heartbeat last ran (Unix nanoseconds)
+	aborts   transport.Aborts      // the collectives aborted here, bounded
+	retired  transport.Retired     // the groups retired here, bounded
+	evicted  atomic.Pointer[error] // set once this rank was evicted: what its calls fail with
+	poll     spin.Adaptive         // how long a wait polls (links use it)
+	lastTick atomic.Int64          // when the heartbeat last ran (Unix nanoseconds)
 
 	protoErrs, lostPeers, singleCopies atomic.Uint64
 	closeOnce                          sync.Once
@@ -52,6 +60,7 @@ type Endpoint struct {
 var (
 	_ transport.Transport = (*Endpoint)(nil)
 	_ transport.TrySender = (*Endpoint)(nil)
+	_ transport.Retirer   = (*Endpoint)(nil)
 )
 
 // New builds the endpoint of cfg.Rank over links (indexed by rank,

@@ -21,7 +21,7 @@ func (p *Peer) Eager(tag transport.Tag, n int) (*Sink, error) {
 			n, p.inBuf, p.e.cfg.MaxBuffered)
 	}
 	p.inBuf += cost
-	if p.e.aborts.Of(tag) != nil {
+	if p.e.retired.Has(tag.Group) || p.e.aborts.Of(tag) != nil {
 		p.consumed(cost)
 		return &discard, nil
 	}
@@ -53,27 +53,44 @@ func (p *Peer) Eager(tag transport.Tag, n int) (*Sink, error) {
 
 // Announced takes the announce of message id of size bytes under tag,
 // which came on lane; addr is where the sender offers it for a
-// single-copy read (0: not offered).
+// single-copy read (0: not offered). One of a retired group is refused
+// (see Endpoint.Retire).
 func (p *Peer) Announced(lane int, tag transport.Tag, id, size, addr uint64) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	refuse, err := p.announced(lane, tag, id, size, addr)
+	p.mu.Unlock()
+	if refuse {
+		p.refuse(tag)
+	}
+	return err
+}
+
+// announced is Announced under p.mu; refuse: the announce is of a retired
+// group.
+func (p *Peer) announced(lane int, tag transport.Tag, id, size, addr uint64) (refuse bool, err error) {
 	p.maxID = max(p.maxID, id)
-	if p.lost != nil || p.e.aborts.Of(tag) != nil {
-		return nil
+	if p.lost != nil {
+		return false, nil
+	}
+	if p.e.retired.Has(tag.Group) {
+		return true, nil
+	}
+	if p.e.aborts.Of(tag) != nil {
+		return false, nil
 	}
 	// The sender holds at most MaxRTS; its retractions and aborts reach
 	// this rank a little after it reuses their turns.
 	if p.rts >= 4*p.lim.MaxRTS {
-		return fmt.Errorf("more than %d messages announced", 4*p.lim.MaxRTS)
+		return false, fmt.Errorf("more than %d messages announced", 4*p.lim.MaxRTS)
 	}
 	if size > 1<<62 || (addr != 0 && addr+size < addr) {
-		return fmt.Errorf("a message of %d bytes announced at %#x", size, addr)
+		return false, fmt.Errorf("a message of %d bytes announced at %#x", size, addr)
 	}
 	p.rts++
 	q := p.queue(tag)
 	q.arrived = append(q.arrived, &inMsg{tag: tag, size: int(size), id: id, lane: lane, addr: addr})
 	p.match(tag, q)
-	return nil
+	return false, nil
 }
 
 // Chunk takes n bytes of message id at offset off: its payload goes into
@@ -160,8 +177,13 @@ func (p *Peer) arrivedRTS(id uint64) (transport.Tag, *tagQ, int) {
 }
 
 // Aborted takes the peer's abort of collective (group, seq), made at Unix
-// nanoseconds at, and its cause.
+// nanoseconds at, and its cause; or its eviction notice, which evicts
+// this rank.
 func (p *Peer) Aborted(group, seq uint64, at int64, code transport.CauseCode, text string) {
+	if isNotice(group, seq, code) {
+		p.e.evictedBy(p.rank, text)
+		return
+	}
 	a := &transport.AbortError{Origin: p.rank, Group: group, Seq: seq,
 		Cause: transport.RemoteCause(code, text)}
 	if p.e.aborts.Record(a, at, false) {

@@ -73,26 +73,24 @@ func (p *Peer) HeartbeatInterval() time.Duration { return p.e.cfg.HeartbeatInter
 
 // Go runs f on a goroutine the Endpoint's Close waits for, and reports
 // whether it did: once Close has begun it runs nothing.
-func (p *Peer) Go(f func()) bool {
-	e := p.e
-	e.gmu.Lock()
-	defer e.gmu.Unlock()
-	if e.stopped {
-		return false
-	}
-	e.wg.Go(f)
-	return true
-}
+func (p *Peer) Go(f func()) bool { return p.e.goRun(f) }
 
 func (p *Peer) Lost() bool { return p.down.Load() }
 
 // checkLocked reports why an operation with p on tag may not start.
 // p.mu is held.
 func (p *Peer) checkLocked(tag transport.Tag) error {
-	if p.e.closed.Load() {
+	e := p.e
+	if e.closed.Load() {
 		return transport.ErrClosed
 	}
-	if a := p.e.aborts.Of(tag); a != nil {
+	if err := e.evictedErr(); err != nil {
+		return err
+	}
+	if e.retired.Has(tag.Group) {
+		return transport.StaleError(tag.Group)
+	}
+	if a := e.aborts.Of(tag); a != nil {
 		return a
 	}
 	return p.lost
@@ -102,6 +100,9 @@ func (p *Peer) checkLocked(tag transport.Tag) error {
 func (p *Peer) lostErr() error {
 	if p.e.closed.Load() {
 		return transport.ErrClosed
+	}
+	if err := p.e.evictedErr(); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -116,7 +117,8 @@ func (p *Peer) sendErr(err error) error {
 	}
 	if errors.Is(err, transport.ErrTimeout) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, transport.ErrAborted) || errors.Is(err, transport.ErrSizeMismatch) ||
-		errors.Is(err, transport.ErrPeerLost) || errors.Is(err, transport.ErrClosed) {
+		errors.Is(err, transport.ErrPeerLost) || errors.Is(err, transport.ErrClosed) ||
+		errors.Is(err, transport.ErrStale) || errors.Is(err, transport.ErrEvicted) {
 		return err
 	}
 	if p.e.closed.Load() {
@@ -134,15 +136,29 @@ func (p *Peer) sendErr(err error) error {
 // link closes. With a nil cause (the Endpoint's Close) they fail with
 // transport.ErrClosed.
 func (p *Peer) Lose(cause error) {
+	if p.markLost(cause) {
+		p.link.Close()
+	}
+}
+
+// markLost is Lose but for closing the link; it reports whether p was
+// up. Once this rank is evicted, the eviction is the cause.
+func (p *Peer) markLost(cause error) bool {
 	e := p.e
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.lost != nil {
-		p.mu.Unlock()
-		return
+		return false
 	}
-	if cause == nil || e.closed.Load() {
+	switch ev := e.evictedErr(); {
+	case cause == nil || e.closed.Load():
 		p.lost = transport.ErrClosed
-	} else {
+	case ev != nil:
+		// A value of its own, unlike what checkLocked returns, so that
+		// no message that arrived is received after the eviction.
+		p.lost = fmt.Errorf("%w", ev)
+		e.lostPeers.Add(1)
+	default:
 		p.lost = fmt.Errorf("%w: %w", transport.ErrPeerLost, cause)
 		e.lostPeers.Add(1)
 		e.cfg.Logger.Warn("peer lost", zap.String("transport", e.cfg.Name),
@@ -151,8 +167,7 @@ func (p *Peer) Lose(cause error) {
 	p.down.Store(true)
 	close(p.gone)
 	p.failAllLocked(p.lost)
-	p.mu.Unlock()
-	p.link.Close()
+	return true
 }
 
 // Protocol declares the peer lost for breaking the protocol (counted in

@@ -96,7 +96,7 @@ func (s *Sink) Done() error {
 		return nil
 	}
 	switch {
-	case s.kind == sinkBuf && p.e.aborts.Of(m.tag) != nil:
+	case s.kind == sinkBuf && (p.e.retired.Has(m.tag.Group) || p.e.aborts.Of(m.tag) != nil):
 		p.consumed(m.cost)
 		p.putEager(m)
 	case s.kind == sinkBuf:

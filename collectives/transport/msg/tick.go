@@ -7,7 +7,7 @@ import (
 
 // tick is the heartbeat: every link looks after itself (pings, an idle
 // link's reading) and says when it last heard its peer; a peer silent for
-// PeerTimeout is lost; owed window bytes go back.
+// PeerTimeout is told it is evicted, and lost; owed window bytes go back.
 func (e *Endpoint) tick() {
 	e.gmu.Lock()
 	if e.stopped {
@@ -38,8 +38,8 @@ func (e *Endpoint) beat(now int64) {
 		p.mu.Unlock()
 		heard := p.link.Tick()
 		if silent := now - heard; judge && silent > int64(e.cfg.PeerTimeout) {
-			p.Lose(fmt.Errorf("silent for %v (timeout %v)",
-				time.Duration(silent).Round(time.Millisecond), e.cfg.PeerTimeout))
+			p.evict(fmt.Errorf("silent for %v (timeout %v)",
+				time.Duration(silent).Round(time.Millisecond), e.cfg.PeerTimeout), now)
 		}
 	}
 }
