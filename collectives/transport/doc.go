@@ -14,4 +14,13 @@
 //
 // Transports whose ranks share one address space may also implement
 // PeerAccess, which lets an algorithm read its peers' buffers in place.
+//
+// A group that goes on with other members (a new epoch, under a new group
+// id) leaves its old id behind: a Retirer's Retire(group) fails that
+// group's calls with ErrStale and drops or refuses its messages, so that
+// a late message of the old epoch is never received in the new one. Every
+// transport here is a Retirer (Traced keeps it). A rank that its peers
+// dropped for its silence, a process stopped past the peer timeout, is
+// told so by the message layer and fails every later call with
+// ErrEvicted, instead of writing into a group that went on without it.
 package transport

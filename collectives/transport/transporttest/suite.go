@@ -2,8 +2,9 @@
 // implementations, in the style of hashicorp/raft's transport tests: every
 // implementation runs the same checks through Run, and every msg.Link
 // through RunLink. It also holds what transport packages' tests share
-// (the polling check Polling, ConnectGroup) and an in-memory pipe link,
-// registered as a carrier by RegisterPipeCarrier.
+// (the polling check Polling, ConnectGroup, the eviction scenario run by
+// a rank's process of its own: StartChild, EvictChild, EvictParent) and
+// an in-memory pipe link, registered as a carrier by RegisterPipeCarrier.
 package transporttest
 
 import (
