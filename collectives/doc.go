@@ -37,6 +37,12 @@
 //     finished (bounded by ctx) and returns their failures since the last
 //     Wait.
 //
+// A lost peer fails the group's collectives with ErrPeerLost; the
+// survivors go on by calling Group.Shrink, which agrees with the other
+// survivors on who is left and returns a group of them at the next epoch
+// (Epoch, Members); the old group's calls then fail with ErrStale or
+// ErrClosed, and a rank the survivors left out gets ErrEvicted.
+//
 // Collectives on a group are matched across ranks by call order: each call
 // takes the group's next sequence number, and the algorithms check that
 // every rank called the same op with the same shape; a mismatch fails every
@@ -59,7 +65,9 @@
 // peers' device buffers, which ranks learn in a window in process or over
 // messages and CUDA IPC across processes), engine.go (the engine path: a
 // vendor library such as NCCL moves the bytes), ledger.go (refusing GPU
-// stream orders that would deadlock), split.go (Split and subgroups), hosts.go (WithHosts: the
+// stream orders that would deadlock), split.go (Split and subgroups),
+// shrink.go (Shrink: the survivors' group at the next epoch), survivors.go
+// (how the survivors agree on who is left), hosts.go (WithHosts: the
 // ranks' hosts, for the algorithms in levels), join.go (NewJoined: the
 // group cluster.Join makes over its data plane), staging.go (pinned
 // staging buffers), report.go (the failure report). The package imports

@@ -40,8 +40,14 @@ var (
 	// ErrBadArgument: a nil stream or array, a failed input, a bad shape.
 	ErrBadArgument = algo.ErrBadArgument
 	// ErrClosed: the group is closed (also what a collective that was
-	// pending when its group closed fails with).
+	// pending when its group closed fails with), or Shrink replaced it.
 	ErrClosed = errs.ErrClosed
+	// ErrEvicted: this rank was left out of its group (Shrink's survivors
+	// lost it, or its transport dropped it after a silence past the peer
+	// timeout); it must not write into the group's later epochs.
+	ErrEvicted = transport.ErrEvicted
+	// ErrStale: a call or message of a group that Shrink replaced.
+	ErrStale = transport.ErrStale
 	// ErrCrossStream: the input is produced on another GPU stream and not
 	// complete yet; wait for it (or use its stream) first.
 	ErrCrossStream = fence.ErrCrossStream

@@ -32,11 +32,16 @@ type Group struct {
 
 	mu      sync.Mutex // call order: sequence numbers and comm submission
 	seq     uint64
-	sendSeq []uint64 // per destination
-	recvSeq []uint64 // per source
-	closed  bool
+	sendSeq []uint64    // per destination
+	recvSeq []uint64    // per source
+	closed  bool        // no new calls: Close, or Shrink, finished the group
 	closing atomic.Bool // Close has begun: failures from now on match ErrClosed
 	onClose func()      // NewJoined's leave: stops the rank's control-plane node
+	// released: Close has run (closed alone may be Shrink's doing, after
+	// which Close still releases the comm stream and the staging).
+	released bool
+
+	lineage // where the group stands among its world's epochs (shrink.go)
 
 	errMu  sync.Mutex
 	errs   []error // failures since the last Wait
@@ -64,6 +69,7 @@ func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) 
 	if err != nil {
 		return nil, fmt.Errorf("collectives: group %d rank %d: %w", id, t.Rank(), err)
 	}
+	raw := t // the transport itself, under any tracing
 	if cfg.rec == nil && cfg.tracer != nil {
 		cfg.rec = cfg.tracer.Rank(t.Rank())
 		t = transport.Traced(t, cfg.rec)
@@ -80,7 +86,8 @@ func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) 
 		cfg.metrics = metricsFromEnv(rt.Logger())
 	}
 	g := &Group{rt: rt, fences: fences, t: t, comm: comm, id: id, cfg: cfg, rec: cfg.rec, met: cfg.metrics,
-		sendSeq: make([]uint64, t.Size()), recvSeq: make([]uint64, t.Size())}
+		sendSeq: make([]uint64, t.Size()), recvSeq: make([]uint64, t.Size()),
+		lineage: newLineage(t, raw)}
 	g.watchMetrics()
 	return g, nil
 }
@@ -173,17 +180,24 @@ func (g *Group) Wait(ctx context.Context) error {
 
 // Close leaves the group: this rank's pending collectives fail, and peers
 // see ErrPeerLost for anything involving this rank. The runtime
-// remains usable for new groups.
+// remains usable for new groups. A group that Shrink replaced leaves the
+// transport to its successor: its Close releases only what is its own.
 func (g *Group) Close() error {
 	g.mu.Lock()
-	if g.closed {
+	if g.released {
 		g.mu.Unlock()
 		return nil
 	}
+	g.released = true
 	g.closed = true
 	g.closing.Store(true)
+	owns, leave := g.owns, g.onClose
+	g.owns, g.onClose = false, nil
 	g.mu.Unlock()
-	err := g.t.Close()
+	var err error
+	if owns {
+		err = g.root.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.timeout)
 	defer cancel()
 	if cerr := g.comm.Close(ctx); cerr != nil {
@@ -194,8 +208,8 @@ func (g *Group) Close() error {
 	if g.stopMetrics != nil {
 		g.stopMetrics()
 	}
-	if g.onClose != nil {
-		g.onClose()
+	if leave != nil {
+		leave()
 	}
 	if err != nil {
 		return fmt.Errorf("collectives: close group %d rank %d: %w", g.id, g.Rank(), err)

@@ -78,6 +78,13 @@ func (g *Group) Split(color, key int) (*Group, error) {
 	sg, err := newGroup(g.rt, sub, id, cfg)
 	if sg != nil {
 		sg.oneDevice = g.oneDevice // a subset of ranks on the one device
+		members := make([]int, len(ranks))
+		for i, r := range ranks {
+			members[i] = g.members[r]
+		}
+		// The parent's transport stays the parent's; a subgroup's ranks
+		// are ranks of the parent's world too.
+		sg.lineage = lineage{root: g.root, retirer: g.retirer, members: members}
 	}
 	return sg, err
 }
