@@ -205,10 +205,11 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 	}
 	tab := newBenchTable(out, ops, f.largest(), dt.String())
 	tab.header()
-	ar64, err := f.rows(tab, w, ops, dt)
+	largest, err := f.rows(tab, w, ops, dt)
 	if err != nil {
 		return err
 	}
+	ar64 := max(largest.busbw["allreduce"], largest.busbw["allreduce_inplace"])
 	fmt.Fprintf(out, "memcpy (1 core), %d B: %.1f us, %.3f GB/s\n", f.largest(), us(memcpy.t), memcpy.gbps)
 	if staged {
 		fmt.Fprintf(out, "staging floor (D2H+H2D, %d ranks at once), %d B: %.1f us, busbw %.3f GB/s\n", w.size, f.largest(), us(floor.t), floor.busbw)
@@ -226,15 +227,20 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 		}
 		if ok {
 			fmt.Fprintf(out, "fused all-reduce floor (one kernel over %d buffers, in place), %d B: busbw %.1f GB/s\n", w.size, f.largest(), fused/1e9)
-			if ar64 > 0 {
-				fmt.Fprintf(out, "allreduce 64 MiB busbw / fused floor: %.0f%%\n", 100*ar64/(fused/1e9))
+			for _, op := range []string{"allreduce", "allreduce_inplace"} {
+				if bw := largest.busbw[op]; bw > 0 && largest.size == 64<<20 {
+					fmt.Fprintf(out, "%s 64 MiB busbw / fused floor: %.0f%%\n", op, 100*bw/(fused/1e9))
+				}
 			}
 		}
 	}
 	if slices.ContainsFunc(ops, exchangeOp) {
 		fmt.Fprintln(out, unevenNote(w.size))
 	}
-	if ar64 > 0 {
+	if line := largest.allocLine(ops); line != "" {
+		fmt.Fprintln(out, line)
+	}
+	if ar64 > 0 && largest.size == 64<<20 {
 		fmt.Fprintf(out, "allreduce 64 MiB busbw / memcpy: %.0f%%\n", 100*ar64/memcpy.gbps)
 		if staged {
 			fmt.Fprintf(out, "allreduce 64 MiB busbw / staging floor: %.0f%%\n", 100*ar64/floor.busbw)
@@ -244,13 +250,13 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 }
 
 // rows measures every op at every size and prints each row as soon as it
-// is measured; it returns the best all-reduce busbw at 64 MiB (0 if none
-// ran).
-func (f *benchFlags) rows(tab *benchTable, w *world, ops []string, dt gpu.DType) (ar64 float64, err error) {
+// is measured; it returns each op's result at the largest size.
+func (f *benchFlags) rows(tab *benchTable, w *world, ops []string, dt gpu.DType) (largest largestRows, err error) {
 	sizes, err := f.sizes()
 	if err != nil {
-		return 0, err
+		return largest, err
 	}
+	largest = largestRows{busbw: map[string]float64{}, allocs: map[string]float64{}}
 	for _, op := range ops {
 		if (op == "sendrecv" || op == "sendrecv_batch") && w.size < 2 {
 			continue // no ring of one rank
@@ -265,7 +271,7 @@ func (f *benchFlags) rows(tab *benchTable, w *world, ops []string, dt gpu.DType)
 			}
 			r, err := f.measure(w, op, dt, count)
 			if err != nil {
-				return 0, fmt.Errorf("%s %d bytes: %w", op, size, err)
+				return largest, fmt.Errorf("%s %d bytes: %w", op, size, err)
 			}
 			redop := "-"
 			switch op {
@@ -275,12 +281,39 @@ func (f *benchFlags) rows(tab *benchTable, w *world, ops []string, dt gpu.DType)
 				redop = unevenLabel
 			}
 			tab.row(op, count*dt.Size(), count, dt.String(), redop, r)
-			if strings.HasPrefix(op, "allreduce") && size == 64<<20 {
-				ar64 = max(ar64, r.busbw)
+			if size == slices.Max(sizes) {
+				largest.size = size
+				largest.busbw[op] = r.busbw
+				if r.allocs >= 0 {
+					largest.allocs[op] = r.allocs
+				}
 			}
 		}
 	}
-	return ar64, nil
+	return largest, nil
+}
+
+// largestRows is each op's bus bandwidth and driver allocations per call
+// (where the device counts them) at the sweep's largest size.
+type largestRows struct {
+	size   int
+	busbw  map[string]float64
+	allocs map[string]float64
+}
+
+// allocLine says how many driver allocations each op made per call after
+// its warm-up, at the largest size ("" where the device does not count).
+func (l largestRows) allocLine(ops []string) string {
+	var parts []string
+	for _, op := range ops {
+		if a, ok := l.allocs[op]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", op, a))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("driver allocations per call after warm-up, %d B (this process): %s", l.size, strings.Join(parts, ", "))
 }
 
 // latencyLine measures the 2-rank, 1-element all-reduce on pair's world

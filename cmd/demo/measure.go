@@ -16,6 +16,9 @@ type result struct {
 	batch, p50   time.Duration
 	algbw, busbw float64
 	wrong        int64 // over every rank
+	// allocs is the driver allocations per timed op in this process, -1
+	// where the device does not count them.
+	allocs float64
 }
 
 // window is how many ops a batch keeps in flight (each op's output is a
@@ -88,17 +91,31 @@ func (f *benchFlags) measure(w *world, op string, dt gpu.DType, count int) (resu
 	if err := w.barrier(ctx); err != nil {
 		return result{}, err
 	}
+	allocs0 := driverAllocs(w.dev)
 	t0 := time.Now()
 	if err := o.batch(ctx, timed); err != nil {
 		return result{}, err
 	}
 	perOp := time.Since(t0) / time.Duration(timed)
+	allocs := -1.0
+	if allocs0 >= 0 {
+		allocs = float64(driverAllocs(w.dev)-allocs0) / float64(timed)
+	}
 	bytes := float64(count * dt.Size())
 	if op == "allgather" || op == "gather" || op == "scatter" {
 		bytes *= float64(w.size) // nccl-tests: the size of the gathered output (the scattered input)
 	}
 	algbw := bytes / perOp.Seconds() / 1e9
-	return result{batch: perOp, p50: lat, algbw: algbw, busbw: algbw * busFactor(op, w.size), wrong: total[0]}, nil
+	return result{batch: perOp, p50: lat, algbw: algbw, busbw: algbw * busFactor(op, w.size), wrong: total[0], allocs: allocs}, nil
+}
+
+// driverAllocs is dev's count of driver allocations, or -1 where it keeps
+// none.
+func driverAllocs(dev gpu.Device) int64 {
+	if c, ok := dev.(gpu.AllocCounter); ok {
+		return int64(c.DriverAllocs())
+	}
+	return -1
 }
 
 // latencies times n ops one at a time (start, wait, next), after a
