@@ -30,13 +30,14 @@ func evictConfig(spec evictSpec, rank int) Config {
 }
 
 // TestEvictChildProcess is the child's process of the eviction tests
-// (rank 1); it is skipped unless one of them started it. It runs
-// transporttest.EvictChild.
+// (rank 1); it is skipped unless one of them started it. It runs the
+// child's part of the scenario.
 func TestEvictChildProcess(t *testing.T) {
 	var spec evictSpec
 	if err := json.Unmarshal([]byte(os.Getenv(envEvict)), &spec); err != nil {
 		t.Skip("run by the eviction tests as a rank's process")
 	}
+	run := transporttest.NewEvict(spec.Plan)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ep, err := connect(ctx, evictConfig(spec, 1))
@@ -45,13 +46,18 @@ func TestEvictChildProcess(t *testing.T) {
 		return
 	}
 	defer ep.Close()
-	transporttest.EvictChild(ep)
+	run.Child(ep)
 }
 
 // TestProcessEvicted: a rank's process stopped (SIGSTOP) past the peer
 // timeout is lost by its peer for its silence and, resumed, finds itself
 // evicted: its next calls fail with ErrEvicted.
 func TestProcessEvicted(t *testing.T) { evictProcess(t, transporttest.EvictLong) }
+
+// TestProcessEvictedMidTransfer: so too when it was stopped while its
+// peer sent it a large message; the peer's Send ends with the loss (or
+// had ended).
+func TestProcessEvictedMidTransfer(t *testing.T) { evictProcess(t, transporttest.EvictBusy) }
 
 // TestProcessPausedNotEvicted is its twin: a process stopped for a tenth
 // of the peer timeout is neither lost nor evicted, and talks on.
@@ -65,6 +71,7 @@ func evictProcess(t *testing.T, plan transporttest.EvictPlan) {
 	spec := evictSpec{Run: testRun(t), Secret: testSecret, Plan: plan}
 	b, _ := json.Marshal(spec)
 	c := transporttest.StartChild(t, "TestEvictChildProcess", envEvict+"="+string(b))
+	run := transporttest.NewEvict(plan)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ep, err := connect(ctx, evictConfig(spec, 0))
@@ -72,5 +79,5 @@ func evictProcess(t *testing.T, plan transporttest.EvictPlan) {
 		t.Fatalf("connect: %v\n%s", err, c.Output())
 	}
 	defer ep.Close()
-	transporttest.EvictParent(t, ep.Endpoint, c, plan)
+	run.Parent(t, ep.Endpoint, c)
 }

@@ -28,12 +28,13 @@ const evictGroup = 79
 
 // TestEvictChildProcess is the child's process of the eviction tests
 // (rank 1); it is skipped unless one of them started it. It prints the
-// address it listens on, then runs transporttest.EvictChild.
+// address it listens on, then runs the child's part of the scenario.
 func TestEvictChildProcess(t *testing.T) {
 	var spec evictSpec
 	if err := json.Unmarshal([]byte(os.Getenv(envEvict)), &spec); err != nil {
 		t.Skip("run by the eviction tests as a rank's process")
 	}
+	run := transporttest.NewEvict(spec.Plan)
 	l, err := Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -49,13 +50,18 @@ func TestEvictChildProcess(t *testing.T) {
 		return
 	}
 	defer ep.Close()
-	transporttest.EvictChild(ep)
+	run.Child(ep)
 }
 
 // TestProcessEvicted: a rank's process stopped (SIGSTOP) past the peer
 // timeout is lost by its peer for its silence and, resumed, finds itself
 // evicted: its next calls fail with ErrEvicted.
 func TestProcessEvicted(t *testing.T) { evictProcess(t, transporttest.EvictLong) }
+
+// TestProcessEvictedMidTransfer: so too when it was stopped while its
+// peer sent it a large message; the peer's Send ends with the loss (or
+// had ended).
+func TestProcessEvictedMidTransfer(t *testing.T) { evictProcess(t, transporttest.EvictBusy) }
 
 // TestProcessPausedNotEvicted is its twin: a process stopped for a tenth
 // of the peer timeout is neither lost nor evicted, and talks on.
@@ -76,6 +82,7 @@ func evictProcess(t *testing.T, plan transporttest.EvictPlan) {
 		_ = l.Close()
 		t.Fatalf("the child did not listen:\n%s", c.Output())
 	}
+	run := transporttest.NewEvict(plan)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ep, err := connect(ctx, l, Config{Setup: msg.Setup{Addrs: []string{l.Addr(), strings.TrimPrefix(line, "ADDR ")},
@@ -84,5 +91,5 @@ func evictProcess(t *testing.T, plan transporttest.EvictPlan) {
 		t.Fatalf("connect: %v\n%s", err, c.Output())
 	}
 	defer ep.Close()
-	transporttest.EvictParent(t, ep.Endpoint, c, plan)
+	run.Parent(t, ep.Endpoint, c)
 }

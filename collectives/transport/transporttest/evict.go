@@ -14,9 +14,11 @@ import (
 )
 
 // EvictPlan is a process eviction test: the peer timeout both ranks use,
-// and how long the child's process is stopped (SIGSTOP).
+// how long the child's process is stopped (SIGSTOP), and whether it is
+// stopped in the middle of receiving a large message (Busy).
 type EvictPlan struct {
 	PeerTimeout, Pause time.Duration
+	Busy               bool
 }
 
 // Evicts reports whether the child is stopped past the peer timeout.
@@ -27,7 +29,35 @@ var (
 	EvictLong = EvictPlan{PeerTimeout: time.Second, Pause: 3 * time.Second}
 	// EvictShort stops it for a tenth of one: nothing happens.
 	EvictShort = EvictPlan{PeerTimeout: 3 * time.Second, Pause: 300 * time.Millisecond}
+	// EvictBusy is EvictLong while the parent sends the child busySize
+	// bytes.
+	EvictBusy = EvictPlan{PeerTimeout: time.Second, Pause: 3 * time.Second, Busy: true}
 )
+
+// busySize is the message a Busy plan's child receives while it is
+// stopped.
+const busySize = 32 << 20
+
+// Evict is one run of the eviction scenario, on one side: its plan and,
+// for a Busy plan, the large message's buffer, made before the ranks
+// connect (making it may stall a loaded process past a short peer
+// timeout, which would be a true verdict on the wrong rank).
+type Evict struct {
+	Plan EvictPlan
+	buf  []byte
+}
+
+// NewEvict prepares a run of plan; call it before connecting.
+func NewEvict(plan EvictPlan) *Evict {
+	e := &Evict{Plan: plan}
+	if plan.Busy {
+		e.buf = make([]byte, busySize)
+		for i := 0; i < len(e.buf); i += 4096 {
+			e.buf[i] = byte(i >> 12)
+		}
+	}
+	return e
+}
 
 // processBound bounds each step of the eviction scenario: generous, for a
 // loaded host.
@@ -35,12 +65,14 @@ const processBound = 60 * time.Second
 
 func evictTag(step uint32) transport.Tag { return transport.Tag{Group: 90, Seq: 1, Step: step} }
 
-// EvictChild is the child's part of the eviction scenario, as rank 1 of
-// two, over tr: an exchange with rank 0, the line "WAITING", then (once
-// the parent says "GO", after its stop) a Recv from rank 0 and a Send to
-// it, each reported as "RECV <class> <error>" and "SEND <class> <error>"
-// (class: OK, Evicted, PeerLost, Timeout or Other).
-func EvictChild(tr transport.Transport) {
+// Child is the child's part of the eviction scenario, as rank 1 of two,
+// over tr: an exchange with rank 0; with plan.Busy, a Recv of
+// busySize bytes from rank 0 begun; the line "WAITING"; then (once the
+// parent says "GO", after its stop) the large Recv's end, reported as
+// "BUSY <class> <error>", and a Recv from rank 0 and a Send to it,
+// reported as "RECV <class> <error>" and "SEND <class> <error>" (class:
+// OK, Evicted, PeerLost, Timeout or Other).
+func (e *Evict) Child(tr transport.Transport) {
 	ctx, cancel := context.WithTimeout(context.Background(), processBound)
 	defer cancel()
 	err := tr.Recv(ctx, 0, evictTag(1), make([]byte, 1))
@@ -51,10 +83,18 @@ func EvictChild(tr transport.Transport) {
 		fmt.Println("WARM", errClass(err), err)
 		return
 	}
+	var busy <-chan error
+	if e.Plan.Busy {
+		busy = Async(func() error { return tr.Recv(ctx, 0, evictTag(6), e.buf) })
+	}
 	fmt.Println("WAITING")
 	if line, err := Heard(processBound); err != nil || line != "GO" {
 		fmt.Printf("GO %q %v\n", line, err)
 		return
+	}
+	if busy != nil {
+		err := <-busy
+		fmt.Println("BUSY", errClass(err), err)
 	}
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -78,15 +118,19 @@ func errClass(err error) string {
 	return "Other"
 }
 
-// EvictParent is the parent's part, as rank 0 over ep, with the child c
-// running EvictChild: after their exchange it stops the child for
-// plan.Pause. Past the peer timeout, its Recv from the child fails with
-// ErrPeerLost for its silence (the child stays stopped until then, however
-// late a loaded host makes it), and the child, resumed, fails its next
-// calls with ErrEvicted. Short of it, neither side loses the other, and
-// they exchange again.
-func EvictParent(t *testing.T, ep *msg.Endpoint, c *Child, plan EvictPlan) {
+// Parent is the parent's part, as rank 0 over ep, with the child c
+// running Child: after their exchange it stops the child for
+// plan.Pause (with plan.Busy, a little after it began to send the child a
+// large message). Past the peer timeout, its Recv from the child fails
+// with ErrPeerLost for its silence (the child stays stopped until then,
+// however late a loaded host makes it), and so does the large Send unless
+// it was done; the child, resumed, fails its next calls with ErrEvicted
+// (its large Recv ends with nil where it had read the message whole,
+// else with ErrEvicted). Short of the timeout, neither side loses the
+// other, and they exchange again.
+func (e *Evict) Parent(t *testing.T, ep *msg.Endpoint, c *Child) {
 	t.Helper()
+	plan := e.Plan
 	ctx, cancel := context.WithTimeout(context.Background(), processBound)
 	defer cancel()
 	if err := ep.Send(ctx, 1, evictTag(1), []byte{1}); err != nil {
@@ -98,16 +142,30 @@ func EvictParent(t *testing.T, ep *msg.Endpoint, c *Child, plan EvictPlan) {
 	if _, ok := c.Line("WAITING", processBound); !ok {
 		t.Fatalf("the child did not get ready:\n%s", c.Output())
 	}
+	var busy <-chan error
+	if plan.Busy {
+		busy = Async(func() error { return ep.Send(ctx, 1, evictTag(6), e.buf) })
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := c.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
+	if busy != nil && len(busy) > 0 {
+		t.Logf("the large message was sent before the child stopped")
+	}
 	if plan.Evicts() {
 		err := ep.Recv(ctx, 1, evictTag(3), make([]byte, 1))
 		if !errors.Is(err, transport.ErrPeerLost) || errors.Is(err, transport.ErrEvicted) ||
 			!strings.Contains(err.Error(), "silent") {
 			_ = c.Signal(syscall.SIGCONT)
 			t.Fatalf("the parent's Recv from its stopped child: %v; want ErrPeerLost for its silence", err)
+		}
+	}
+	if busy != nil {
+		if err := Await(t, busy, Prompt, "the large Send"); err != nil && !errors.Is(err, transport.ErrPeerLost) {
+			_ = c.Signal(syscall.SIGCONT)
+			t.Fatalf("the large Send to the stopped child: %v; want nil or ErrPeerLost", err)
 		}
 	}
 	time.Sleep(time.Until(stopped.Add(plan.Pause)))
@@ -130,6 +188,13 @@ func EvictParent(t *testing.T, ep *msg.Endpoint, c *Child, plan EvictPlan) {
 		if s := ep.Stats(); s.PeersLost != 0 {
 			t.Fatalf("the parent lost its child, stopped %v of a %v timeout: %+v", plan.Pause, plan.PeerTimeout, s)
 		}
+	}
+	if plan.Busy {
+		line, ok := c.Line("BUSY ", processBound)
+		if !ok || !strings.HasPrefix(line, "BUSY OK ") && !strings.HasPrefix(line, "BUSY Evicted ") {
+			t.Fatalf("the child's large Recv: %q; want OK or Evicted\n%s", line, c.Output())
+		}
+		t.Logf("the child's large Recv: %s", line)
 	}
 	for _, what := range []string{"RECV", "SEND"} {
 		line, ok := c.Line(what+" ", processBound)
