@@ -44,8 +44,10 @@ type worldMaker struct {
 var newIDs atomic.Uint64
 
 // worldMakers are the in-process worlds the Shrink tests run on:
-// collectives.Local's, and groups over message-layer endpoints linked by
-// in-memory pipes (the TCP and shared-memory transports' message layer).
+// collectives.Local's, Local's transport with nothing but the Transport
+// methods (a transport that cannot retire a group), and groups over
+// message-layer endpoints linked by in-memory pipes (the TCP and
+// shared-memory transports' message layer).
 var worldMakers = []worldMaker{
 	{"local", func(t *testing.T, rt *actors.Runtime, n int, opts ...collectives.Option) ([]*collectives.Group, []transport.Transport) {
 		gs, err := collectives.Local(rt, n, opts...)
@@ -53,6 +55,21 @@ var worldMakers = []worldMaker{
 			t.Fatal(err)
 		}
 		return gs, nil
+	}},
+	{"plain", func(t *testing.T, rt *actors.Runtime, n int, opts ...collectives.Option) ([]*collectives.Group, []transport.Transport) {
+		// Local's transport as a user's transport would be: no way to
+		// retire a group, no windows.
+		id := 1<<40 + newIDs.Add(1)
+		gs := make([]*collectives.Group, n)
+		ts := make([]transport.Transport, n)
+		for r, lt := range transport.NewLocal(n) {
+			ts[r] = plainTransport{lt}
+			var err error
+			if gs[r], err = collectives.New(rt, ts[r], id, opts...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return gs, ts
 	}},
 	{"msg", func(t *testing.T, rt *actors.Runtime, n int, opts ...collectives.Option) ([]*collectives.Group, []transport.Transport) {
 		links := transporttest.Pipes(n, transporttest.PipeConfig{Window: msg.DefaultMaxBuffered})
@@ -73,6 +90,9 @@ var worldMakers = []worldMaker{
 		return gs, ts
 	}},
 }
+
+// plainTransport hides every method of its transport but Transport's.
+type plainTransport struct{ transport.Transport }
 
 func newElastic(t *testing.T, mk worldMaker, n int) *elasticWorld {
 	t.Helper()
@@ -292,7 +312,7 @@ func TestShrinkWaitsForASlowSurvivor(t *testing.T) {
 // new group: its sender is refused (or nobody ever receives it), and the
 // new group's all-reduces stay exact.
 func TestShrinkRefusesOldMessages(t *testing.T) {
-	mk := worldMakers[1] // a world whose transports the test holds
+	mk := worldMakers[2] // a world whose transports the test holds
 	w := newElastic(t, mk, 3)
 	w.allReduceExact(t)
 	oldID := w.gs[0].ID()
@@ -326,7 +346,7 @@ func TestShrinkRefusesOldMessages(t *testing.T) {
 // rank calls Shrink, and the two that others lost get ErrEvicted while
 // ranks 1 and 2 go on as a group of 2.
 func TestShrinkEvicts(t *testing.T) {
-	w := newElastic(t, worldMakers[1], 4)
+	w := newElastic(t, worldMakers[2], 4)
 	w.allReduceExact(t)
 	w.ts[0].(*msg.Endpoint).LosePeer(3, fmt.Errorf("the test cut the link"))
 	gs, errs := shrinkAll(w.gs, nil)
