@@ -17,14 +17,17 @@ type Loss struct {
 	Status string
 	// After is how long it ran.
 	After time.Duration
-	// Last is its last line of output ("" if none).
+	// Last is its last line of output ("" if none); String leaves it out
+	// for a rank a signal ended.
 	Last string
 	// Running is how many of the node's ranks were still running.
 	Running int
 }
 
 // String is the loss in one line of at most MaxSummary bytes: "lost rank
-// 2: killed by SIGKILL after 1.2s; 3 ranks go on: <its last line>".
+// 2: killed by SIGKILL after 1.2s; 3 ranks go on", or for a rank that
+// exited "lost rank 2: exited 1 after 1.2s; 3 ranks go on: <its last
+// line>".
 func (l Loss) String() string {
 	head := fmt.Sprintf("lost rank %d: %s after %s", l.Rank, l.Status, round(l.After))
 	switch l.Running {
@@ -35,7 +38,7 @@ func (l Loss) String() string {
 	default:
 		head += fmt.Sprintf("; %d ranks go on", l.Running)
 	}
-	if d := oneLine(l.Last); d != "" && len(head)+2 < MaxSummary {
+	if d := oneLine(l.Last); d != "" && l.Signal == 0 && len(head)+2 < MaxSummary { // a signal's victim explains nothing
 		head += ": " + cut(d, MaxSummary-len(head)-2)
 	}
 	return cut(head, MaxSummary)

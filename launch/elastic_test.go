@@ -25,7 +25,7 @@ func exitOf(t *testing.T, id int, script string, d time.Duration) exit {
 // on; a launch whose every rank was lost fails, naming the last.
 func TestLossLine(t *testing.T) {
 	killed := exitOf(t, 2, "kill -9 $$", 3100*time.Millisecond)
-	if l := lossOf(killed, 3, "").String(); l != "lost rank 2: killed by SIGKILL after 3.1s; 3 ranks go on" {
+	if l := lossOf(killed, 3, "its last words").String(); l != "lost rank 2: killed by SIGKILL after 3.1s; 3 ranks go on" {
 		t.Errorf("killed: %q", l)
 	}
 	exited := exitOf(t, 7, "exit 1", 420*time.Millisecond)
