@@ -39,7 +39,8 @@ func (c *launchCmd) Run(g *globals) error {
 	if err != nil {
 		return err
 	}
-	return launchNodes(g, c.N, args, launchSpec{secret: c.Secret, grace: c.Grace, deadline: c.Deadline, obs: c.obsFlags})
+	return launchNodes(g, c.N, args, launchSpec{secret: c.Secret, grace: c.Grace, deadline: c.Deadline, obs: c.obsFlags,
+		elastic: elasticArgs(args)})
 }
 
 // launchNodes checks `demo node <args>` here, once, then launches it on n
@@ -97,6 +98,7 @@ type launchSpec struct {
 	sigs           <-chan os.Signal // nil: SIGINT and SIGTERM to this process
 	started        func(pids []int) // if set, called once every rank has started
 	obs            obsFlags         // a merged trace of the ranks' parts; their metrics endpoints
+	elastic        bool             // the ranks go on without a lost rank (launch.Spec.Elastic)
 }
 
 // launch runs one launch to its end with package launch: n ranks on this
@@ -116,7 +118,8 @@ func launch(sp launchSpec) error {
 	err = choreolaunch.Run(choreolaunch.Spec{
 		Argv: append([]string{sp.exe}, sp.argv...), NProcPerNode: sp.n, Secret: sp.secret, Env: sp.env,
 		RankEnv: obsEnv, TagOutput: true, Grace: sp.grace, Deadline: sp.deadline, PeerLostExit: exitPeerLost,
-		Stdout: sp.stdout, Stderr: sp.stderr, Signals: sp.sigs, Started: sp.started})
+		Stdout: sp.stdout, Stderr: sp.stderr, Signals: sp.sigs, Started: sp.started, Elastic: sp.elastic,
+		Lost: func(l choreolaunch.Loss) { fmt.Fprintln(sp.stderr, "demo: launch:", l) }})
 	var ee *choreolaunch.ExitError
 	if errors.As(err, &ee) {
 		return &exitError{ee.Code, fmt.Errorf("launch: %w", err)}

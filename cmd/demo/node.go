@@ -36,6 +36,9 @@ func (c *nodeRunCmd) Run(g *globals) error {
 	if _, _, err := c.shape(); err != nil {
 		return err
 	}
+	if c.Elastic {
+		return c.runElastic(g)
+	}
 	w, err := joinWorld(g.log, c.Backend, c.Timeout, c.obsFlags)
 	if err != nil {
 		return err

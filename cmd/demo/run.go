@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -25,12 +26,13 @@ type runFlags struct {
 	DType   string        `name:"dtype" help:"Element type: float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8." default:"float32"`
 	Backend string        `help:"GPU backend: auto, sim, cuda, metal." default:"auto"`
 	Timeout time.Duration `help:"Deadline of each collective." default:"30s"`
+	elasticFlags
 }
 
 // args is f as flags of `demo node run`.
 func (f *runFlags) args() []string {
-	return []string{"--steps=" + strconv.Itoa(f.Steps), "--size=" + strconv.FormatUint(uint64(f.Size), 10),
-		"--dtype=" + f.DType, "--backend=" + f.Backend, "--timeout=" + f.Timeout.String()}
+	return append([]string{"--steps=" + strconv.Itoa(f.Steps), "--size=" + strconv.FormatUint(uint64(f.Size), 10),
+		"--dtype=" + f.DType, "--backend=" + f.Backend, "--timeout=" + f.Timeout.String()}, f.elasticFlags.args()...)
 }
 
 // runCmd is the main job: the training-like loop over ranks that are
@@ -47,8 +49,11 @@ func (c *runCmd) Run(g *globals) error {
 	if _, _, err := c.shape(); err != nil {
 		return err
 	}
+	if c.Elastic && c.Inproc {
+		return errors.New("--elastic needs ranks in processes (a rank is lost by its process's death): drop --inproc")
+	}
 	if !c.Inproc {
-		return launchNodes(g, c.Ranks, append([]string{"run"}, c.args()...), launchSpec{obs: c.obsFlags})
+		return launchNodes(g, c.Ranks, append([]string{"run"}, c.args()...), launchSpec{obs: c.obsFlags, elastic: c.Elastic})
 	}
 	w, err := newObservedWorld(g.log, c.Backend, c.Ranks, c.Timeout, c.obsFlags)
 	if err != nil {
@@ -77,7 +82,7 @@ func (f *runFlags) shape() (gpu.DType, int, error) {
 	if elems < 1 {
 		return dt, 0, fmt.Errorf("size %d bytes holds no %s element", f.Size, dt)
 	}
-	return dt, elems, nil
+	return dt, elems, f.elasticFlags.check(f.Steps)
 }
 
 // tally is a held rank's checks.
