@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,11 +84,15 @@ func TestShrinkRankProcess(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, collectives.ErrPeerLost) || g.Epoch() != 0 {
+		if !errors.Is(err, collectives.ErrPeerLost) && !errors.Is(err, collectives.ErrEvicted) || g.Epoch() != 0 {
 			t.Fatalf("rank %d epoch %d: %v", me, g.Epoch(), err)
 		}
 		fmt.Printf("LOST %d\n", time.Now().UnixNano())
 		ng, err := g.Shrink(testenv.Ctx(t, 60*time.Second))
+		if errors.Is(err, collectives.ErrEvicted) { // the survivors went on without this rank
+			fmt.Printf("EVICTED %v\n", err)
+			return
+		}
 		if err != nil {
 			t.Fatalf("rank %d: shrink: %v", me, err)
 		}
@@ -136,56 +141,109 @@ func shrinkStep(ctx context.Context, s *streams.GPU, g *collectives.Group, me in
 func TestShrinkAcrossProcesses(t *testing.T) {
 	for _, carrier := range []string{"tcp", "shm"} {
 		t.Run(carrier, func(t *testing.T) {
-			const n, victim = 4, 3
-			hosts := make([]string, n)
-			for r := range hosts {
-				hosts[r] = freeAddr(t)
-			}
-			secret := []byte("shrink-test-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36))
-			outs := make([]*shrinkOutput, n)
-			var procs []*os.Process
-			for r := range n {
-				plan := shrinkPlan{Join: JoinConfig{Rank: r, Size: n, Hosts: hosts, Secret: secret,
-					Run: "shrink-" + carrier, Transport: carrier}, After: 5}
-				cmd, lines := startChild(t, "TestShrinkRankProcess", envShrinkRank, plan)
-				procs = append(procs, cmd.Process)
-				outs[r] = collect(lines)
-			}
-			for r, o := range outs { // every rank is in the loop
-				if !o.await("STEP 0", 2, 90*time.Second) {
-					t.Fatalf("rank %d did not all-reduce:\n%s", r, o.text())
-				}
-			}
+			outs, procs := startShrinkRanks(t, carrier, 0, 5)
 			killed := time.Now()
-			if err := procs[victim].Kill(); err != nil {
+			if err := procs[shrinkVictim].Kill(); err != nil {
 				t.Fatal(err)
 			}
-			var lost, next, shrunk []time.Duration
-			for r, o := range outs {
-				if r == victim {
-					continue
-				}
-				if !o.await("DONE", 1, 2*time.Minute) {
-					t.Fatalf("rank %d did not finish:\n%s", r, o.text())
-				}
-				sh := o.first("SHRUNK ")
-				if sh == nil || sh[0] != "1" || sh[1] != "3" || sh[3] != "[0" || sh[4] != "1" || sh[5] != "2]" {
-					t.Fatalf("rank %d: want SHRUNK 1 3 <ns> [0 1 2]:\n%s", r, o.text())
-				}
-				st := o.first("STEP 1 ")
-				if st == nil {
-					t.Fatalf("rank %d: no all-reduce at epoch 1:\n%s", r, o.text())
-				}
-				if l := o.first("LOST "); l != nil {
-					lost = append(lost, sinceKill(t, killed, l[0]))
-				}
-				shrunk = append(shrunk, sinceKill(t, killed, sh[2]))
-				next = append(next, sinceKill(t, killed, st[0]))
-			}
+			lost, shrunk, next := survived(t, outs, killed)
 			t.Logf("%s: from the kill to the failed all-reduce %v, to the shrunk group %v, to the next completed all-reduce (1 MiB, 3 ranks) %v (slowest survivor %v); an all-reduce of 4 ranks before took %v",
 				carrier, lost, shrunk, next, slices.Max(next), outs[0].stepTime())
 		})
 	}
+}
+
+// TestShrinkEvictsAPausedRank: a rank process stopped (SIGSTOP) for
+// longer than the peer timeout is lost by the others, who shrink and go
+// on without it; resumed, it learns that it was dropped: its Shrink fails
+// with ErrEvicted.
+func TestShrinkEvictsAPausedRank(t *testing.T) {
+	for _, carrier := range []string{"tcp", "shm"} {
+		t.Run(carrier, func(t *testing.T) {
+			const peerTimeout = 3 * time.Second
+			outs, procs := startShrinkRanks(t, carrier, peerTimeout, 15)
+			stopped := time.Now()
+			if err := procs[shrinkVictim].Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			for r, o := range outs {
+				if r != shrinkVictim && !o.await("STEP 1 ", 1, 2*time.Minute) {
+					_ = procs[shrinkVictim].Signal(syscall.SIGCONT)
+					t.Fatalf("rank %d did not go on without the stopped rank:\n%s", r, o.text())
+				}
+			}
+			if err := procs[shrinkVictim].Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			if o := outs[shrinkVictim]; !o.await("EVICTED ", 1, time.Minute) {
+				t.Fatalf("the resumed rank was not evicted:\n%s", o.text())
+			}
+			lost, shrunk, next := survived(t, outs, stopped)
+			t.Logf("%s: stopped past a peer timeout of %v: to the failed all-reduce %v, to the shrunk group %v, to the next all-reduce %v; the resumed rank: %s",
+				carrier, peerTimeout, lost, shrunk, next, strings.Join(outs[shrinkVictim].first("EVICTED "), " "))
+		})
+	}
+}
+
+// shrinkVictim is the rank the Shrink tests kill or stop.
+const shrinkVictim = 3
+
+// startShrinkRanks starts 4 rank processes linked by carrier (with
+// peerTimeout, if not 0), each to complete after all-reduces at epoch 1,
+// and returns once each has completed two at epoch 0.
+func startShrinkRanks(t *testing.T, carrier string, peerTimeout time.Duration, after int) ([]*shrinkOutput, []*os.Process) {
+	t.Helper()
+	const n = 4
+	hosts := make([]string, n)
+	for r := range hosts {
+		hosts[r] = freeAddr(t)
+	}
+	secret := []byte("shrink-test-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36))
+	outs := make([]*shrinkOutput, n)
+	var procs []*os.Process
+	for r := range n {
+		plan := shrinkPlan{Join: JoinConfig{Rank: r, Size: n, Hosts: hosts, Secret: secret,
+			Run: "shrink-" + carrier, Transport: carrier, PeerTimeout: peerTimeout}, After: after}
+		cmd, lines := startChild(t, "TestShrinkRankProcess", envShrinkRank, plan)
+		procs = append(procs, cmd.Process)
+		outs[r] = collect(lines)
+	}
+	for r, o := range outs { // every rank is in the loop
+		if !o.await("STEP 0", 2, 90*time.Second) {
+			t.Fatalf("rank %d did not all-reduce:\n%s", r, o.text())
+		}
+	}
+	return outs, procs
+}
+
+// survived checks that every rank but the victim shrank to epoch 1 with
+// members [0 1 2] and finished, and returns, per survivor, the times from
+// since to its failed all-reduce, its shrunk group and its next completed
+// all-reduce.
+func survived(t *testing.T, outs []*shrinkOutput, since time.Time) (lost, shrunk, next []time.Duration) {
+	t.Helper()
+	for r, o := range outs {
+		if r == shrinkVictim {
+			continue
+		}
+		if !o.await("DONE", 1, 2*time.Minute) {
+			t.Fatalf("rank %d did not finish:\n%s", r, o.text())
+		}
+		sh := o.first("SHRUNK ")
+		if sh == nil || sh[0] != "1" || sh[1] != "3" || strings.Join(sh[3:], " ") != "[0 1 2]" {
+			t.Fatalf("rank %d: want SHRUNK 1 3 <ns> [0 1 2]:\n%s", r, o.text())
+		}
+		st := o.first("STEP 1 ")
+		if st == nil {
+			t.Fatalf("rank %d: no all-reduce at epoch 1:\n%s", r, o.text())
+		}
+		if l := o.first("LOST "); l != nil {
+			lost = append(lost, sinceKill(t, since, l[0]))
+		}
+		shrunk = append(shrunk, sinceKill(t, since, sh[2]))
+		next = append(next, sinceKill(t, since, st[0]))
+	}
+	return lost, shrunk, next
 }
 
 // sinceKill is the time from killed to the unix ns ts a rank printed.
