@@ -1,12 +1,18 @@
 package test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/internal/testenv"
 )
 
 // Lines of an elastic soak (demo run --elastic), led by the launcher's
@@ -104,4 +110,82 @@ func TestElasticSoakWithoutLoss(t *testing.T) {
 			t.Errorf("rank %s: %v; want 20 steps at epoch 0 of [0 1 2 3], every check passed", m[1], m[2:])
 		}
 	}
+}
+
+// A rank paused past the peer timeout (SIGSTOP for 6.5 s, the timeout 3
+// s) is dropped by the others, which shrink and go on; resumed, it learns
+// it was evicted, says so in one line and exits 4, which the launcher
+// counts as a loss: the launch exits 0. Slow (about 25 s): run with
+// CHOREO_TEST_FULL=1.
+func TestElasticSoakEvictsAPausedRank(t *testing.T) {
+	if !testenv.Full() {
+		t.Skip("slow: set " + testenv.FullEnv + "=1")
+	}
+	choreorun, _ := binaries(t)
+	logs := t.TempDir()
+	p := startProc(t, 4*time.Minute, []string{"CHOREO_TRANSPORT=tcp", "CHOREO_PEER_TIMEOUT=3s"}, choreorun, "--elastic", "-n", "4",
+		"--log-dir", logs, demo, "node", "run", "--elastic", "--duration", "14s", "--size", "64KiB", "--timeout", "60s")
+	logOf := func(r int) string {
+		b, _ := os.ReadFile(filepath.Join(logs, fmt.Sprintf("rank-%d.log", r)))
+		return string(b)
+	}
+	// Rank 0 announces the soak once its first all-reduce is done: every
+	// rank has joined by then.
+	for end := time.Now().Add(2 * time.Minute); !strings.Contains(logOf(0), "choreo demo: elastic soak:"); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-p.done:
+			t.Fatalf("the launch ended before the soak began: %s", p)
+		default:
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no soak after 2 minutes; rank 0:\n%s", logOf(0))
+		}
+	}
+	pid := rankPid(t, p.cmd.Process.Pid, 1)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6500 * time.Millisecond)
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait()
+	dump := fmt.Sprintf("%s\nrank 0:\n%s\nrank 1:\n%s", p, logOf(0), logOf(1))
+	if code != 0 || !strings.Contains(p.stderr.String(), "choreorun: lost rank 1: exited 4 after ") {
+		t.Fatalf("exit %d; want 0 and rank 1 lost with exit status 4: %s", code, dump)
+	}
+	if !regexp.MustCompile(`(?m)^demo: rank 1 was evicted from its group at step \d+, epoch 0 .*: evicted from the group$`).MatchString(logOf(1)) {
+		t.Errorf("rank 1 does not say it was evicted: %s", dump)
+	}
+	for _, r := range []int{0, 2, 3} {
+		m := soakDoneLine.FindStringSubmatch("[" + strconv.Itoa(r) + "] " + strings.TrimSpace(lastLine(logOf(r))))
+		if m == nil || m[3] != "1" || m[5] != "0 2 3" || m[6] != m[7] {
+			t.Errorf("rank %d did not end at epoch 1 of [0 2 3] with every check passed: %s", r, logOf(r))
+		}
+	}
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// rankPid is the process id of rank r among launcher's children (by their
+// CHOREO_RANK).
+func rankPid(t *testing.T, launcher, r int) int {
+	t.Helper()
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", launcher))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(b)) {
+			env, _ := os.ReadFile("/proc/" + f + "/environ")
+			if bytes.Contains(append([]byte{0}, env...), []byte("\x00CHOREO_RANK="+strconv.Itoa(r)+"\x00")) {
+				pid, _ := strconv.Atoi(f)
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no child of %d has CHOREO_RANK=%d", launcher, r)
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,6 +56,14 @@ func (f *elasticFlags) check(steps int) error {
 		return fmt.Errorf("--kill-at %d: the soak has %d steps", f.KillAt, steps)
 	}
 	return nil
+}
+
+// soakLength is "40 steps" or "for 10s".
+func (f *runFlags) soakLength() string {
+	if f.Duration > 0 {
+		return "for " + f.Duration.String()
+	}
+	return fmt.Sprintf("%d steps", f.Steps)
 }
 
 // killAt is the step at which KillRank kills itself.
@@ -144,14 +153,7 @@ func (f *runFlags) soak(w *world, log *zap.Logger) error {
 	}
 	sk := &soak{f: f, log: log, dt: dt, elems: elems, me: w.groups[0].Rank(), g: w.groups[0], s: w.s[0], start: time.Now()}
 	defer func() { w.groups[0], w.size = sk.g, sk.g.Size() }()
-	if sk.me == 0 {
-		what := fmt.Sprintf("%d steps", f.Steps)
-		if f.Duration > 0 {
-			what = "for " + f.Duration.String()
-		}
-		fmt.Printf("choreo demo: elastic soak: %s, %s all-reduces %s (%d x %s)\n",
-			w.describe(), humanize.IBytes(uint64(elems*dt.Size())), what, elems, dt)
-	}
+	announce := sk.me == 0 // once its first all-reduce is done: every rank has then told its launcher it joined
 	var lines *stepProgress
 	if sk.me == 0 && f.Duration == 0 {
 		lines = newStepProgress(os.Stderr, f.Steps)
@@ -174,6 +176,11 @@ func (f *runFlags) soak(w *world, log *zap.Logger) error {
 			failedAt = time.Time{}
 		}
 		if err == nil {
+			if announce {
+				announce = false
+				fmt.Printf("choreo demo: elastic soak: %s, %s all-reduces %s (%d x %s)\n",
+					w.describe(), humanize.IBytes(uint64(elems*dt.Size())), f.soakLength(), elems, dt)
+			}
 			if k++; k > steps {
 				steps = k
 			}
@@ -215,10 +222,15 @@ func lostPeer(err error) bool {
 }
 
 // evicted is the error a rank the group dropped ends with: one clear line
-// and exitEvicted.
+// (why, as err says it, without the failed collective's report) and
+// exitEvicted.
 func (sk *soak) evicted(k int, err error) error {
-	return &exitError{exitEvicted, fmt.Errorf("rank %d was evicted from its group at step %d (epoch %d); the others went on without it: %w",
-		sk.me, k, sk.g.Epoch(), err)}
+	why := ""
+	if _, after, ok := strings.Cut(err.Error(), collectives.ErrEvicted.Error()+": "); ok {
+		why = " (" + after + ")"
+	}
+	return &exitError{exitEvicted, fmt.Errorf("rank %d was evicted from its group at step %d, epoch %d%s; the others go on without it: %w",
+		sk.me, k, sk.g.Epoch(), why, collectives.ErrEvicted)}
 }
 
 // step runs step k: the all-reduce and its check; with --duration it
