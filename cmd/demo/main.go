@@ -6,6 +6,7 @@
 //	demo                   # 4 processes all-reduce gradients (training-like loop), one summary
 //	demo run --ranks 8 --steps 200 --size 4MiB --dtype bfloat16 --backend sim
 //	demo run --inproc      # the same loop, every rank in this process (collectives.Local)
+//	demo run --elastic --kill-rank 2   # a soak in which rank 2 dies and the others shrink their group and go on
 //	demo bench             # nccl-tests style sweep of every collective, with a memcpy line
 //	demo bench --inproc
 //	demo launch -n 2 bench --ops allreduce,sendrecv
