@@ -37,8 +37,9 @@
 //     finished (bounded by ctx) and returns their failures since the last
 //     Wait.
 //
-// A lost peer fails the group's collectives with ErrPeerLost; the
-// survivors go on by calling Group.Shrink, which agrees with the other
+// A lost peer fails the group's collectives with ErrPeerLost (and, once a
+// survivor has shrunk, the others' with ErrStale); the survivors go on by
+// calling Group.Shrink, which agrees with the other
 // survivors on who is left and returns a group of them at the next epoch
 // (Epoch, Members); the old group's calls then fail with ErrStale or
 // ErrClosed, and a rank the survivors left out gets ErrEvicted.

@@ -54,8 +54,10 @@ func (g *Group) Epoch() uint64 { return g.epoch }
 func (g *Group) Members() []int { return slices.Clone(g.members) }
 
 // Shrink replaces the group by one without its lost ranks. Every surviving
-// rank calls it, after a collective failed with ErrPeerLost (or at any
-// time: then no rank is lost and the new group has every rank). The
+// rank calls it, after a collective failed with ErrPeerLost, or with
+// ErrStale (a peer has called Shrink already and refuses the group's
+// messages), or at any time (then no rank is lost and the new group has
+// every rank). The
 // survivors agree on who is left, over the transport, from the losses the
 // transport itself reports (no clock decides that a peer is gone: a
 // survivor that calls late is waited for), and each gets a new group of

@@ -277,6 +277,29 @@ func TestShrinkAfterLosses(t *testing.T) {
 			}
 			w.gs = gs
 			w.allReduceExact(t)
+
+			// A group split from a shrunk one names its ranks in the
+			// first world too.
+			subs := make([]*collectives.Group, len(gs))
+			var wg sync.WaitGroup
+			for r, g := range gs {
+				wg.Go(func() { subs[len(gs)-1-r], errs[r] = g.Split(0, -r) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, g := range subs {
+					_ = g.Close()
+				}
+			}()
+			if m := subs[0].Members(); !slices.Equal(m, []int{2, 0}) || subs[0].Epoch() != 0 {
+				t.Fatalf("the split group's members %v at epoch %d, want [2 0] at 0", m, subs[0].Epoch())
+			}
+			w.gs = subs
+			w.allReduceExact(t)
+			w.gs = gs
 		})
 	}
 }

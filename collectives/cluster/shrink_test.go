@@ -49,10 +49,12 @@ func shrinkValues(w int) []float32 {
 // TestShrinkRankProcess is one rank: it joins, then all-reduces its values
 // in a loop, checking each result against the sum over the group's
 // members and printing "STEP <epoch> <unix ns>"; when an all-reduce fails
-// with ErrPeerLost it shrinks the group ("SHRUNK <epoch> <size> <unix
-// ns>") and goes on, until it has completed plan.After all-reduces at
-// epoch 1; then it meets the other survivors at a barrier and prints
-// "DONE". The killed rank prints steps until it dies.
+// with ErrPeerLost (or ErrStale: a peer shrank first) it prints "LOST
+// <unix ns>", shrinks the group ("SHRUNK <epoch> <size> <unix ns>
+// <members>") and goes on, until it has completed plan.After all-reduces
+// at epoch 1; then it meets the other survivors at a barrier and prints
+// "DONE". The killed rank prints steps until it dies; the stopped one,
+// resumed, prints "EVICTED <error>" when its Shrink says it was left out.
 func TestShrinkRankProcess(t *testing.T) {
 	raw := os.Getenv(envShrinkRank)
 	if raw == "" {
@@ -84,7 +86,8 @@ func TestShrinkRankProcess(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, collectives.ErrPeerLost) && !errors.Is(err, collectives.ErrEvicted) || g.Epoch() != 0 {
+		lost := errors.Is(err, collectives.ErrPeerLost) || errors.Is(err, collectives.ErrStale) || errors.Is(err, collectives.ErrEvicted)
+		if !lost || g.Epoch() != 0 {
 			t.Fatalf("rank %d epoch %d: %v", me, g.Epoch(), err)
 		}
 		fmt.Printf("LOST %d\n", time.Now().UnixNano())
