@@ -42,7 +42,8 @@
 //
 // An elastic launch (Spec.Elastic) is one whose ranks go on without a
 // lost rank (they shrink their group, collectives.Group.Shrink): each
-// rank calls Joined once its group has formed, and from then on its death
+// rank calls Joined once its group has formed (collectives/cluster's Join
+// does), and from then on its death
 // or unsuccessful exit does not stop the others. Spec.Lost hears of each
 // such loss (choreorun prints one line: "lost rank 2: killed by SIGKILL
 // after 3.1s; 3 ranks go on"), and the launch ends when every rank has

@@ -25,9 +25,10 @@ const joinedTimeout = 5 * time.Second
 
 // Joined tells the launcher of an elastic launch (Spec.Elastic) that this
 // rank's group has formed: from then on the rank's end, however it ends,
-// no longer ends the launch. A program calls it once its cluster.Join has
-// returned; the call returns once the launcher has recorded it (bounded by
-// a few seconds). Outside an elastic launch (EnvJoined unset) it does
+// no longer ends the launch. collectives/cluster's Join calls it once the
+// group is made; a program that forms its group otherwise calls it then.
+// The call returns once the launcher has recorded it (bounded by a few
+// seconds). Outside an elastic launch (EnvJoined unset) it does
 // nothing and returns nil. A rank that never calls it is treated as one
 // failing at start: its failure stops the launch.
 func Joined() error {

@@ -27,7 +27,13 @@
 //     characters; Ctrl-C leaves no rank;
 //   - two hosts of two ranks each (CHOREO_HOST_ID): the matrix over shared
 //     memory inside each host and TCP between them, a rank killed on one
-//     host and one paused on the other.
+//     host and one paused on the other;
+//   - an elastic soak (`choreorun --elastic -n 4` of `demo node run
+//     --elastic`, over TCP and shared memory) whose rank 2 is SIGKILLed:
+//     the survivors shrink to epoch 1 of ranks 0, 1 and 3, every check
+//     passes and the launch exits 0; with CHOREO_TEST_FULL=1, a rank paused
+//     past the peer timeout is evicted, says so and exits 4 while the
+//     others go on.
 //
 // The frame and handshake decoders of the data plane are fuzzed in
 // collectives/transport/tcp (FuzzFrame, FuzzHandshake, FuzzInbound), run

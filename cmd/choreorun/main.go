@@ -33,8 +33,8 @@
 // stops every rank (exit 130). A command line choreorun cannot parse
 // exits 2 with one line and a hint.
 //
-// With --elastic, a rank that has joined its group (the program calls
-// launch.Joined after cluster.Join) and then dies or exits unsuccessfully
+// With --elastic, a rank that has joined its group (cluster.Join tells
+// the launcher through launch.Joined) and then dies or exits unsuccessfully
 // does not end the launch: choreorun prints one line for it ("choreorun:
 // lost rank 2: killed by SIGKILL after 3.1s; 3 ranks go on") and lets the
 // others go on (they shrink their group, collectives.Group.Shrink). It

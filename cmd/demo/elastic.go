@@ -17,7 +17,6 @@ import (
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/gpu"
-	choreolaunch "github.com/choreo-gpu/choreo/launch"
 	"github.com/choreo-gpu/choreo/streams"
 )
 
@@ -88,8 +87,8 @@ func elasticArgs(args []string) bool {
 	return false
 }
 
-// runElastic joins this process's rank, tells the launcher it joined
-// (launch.Joined: from then on its loss does not end the launch), soaks
+// runElastic joins this process's rank (Join tells an elastic launch's
+// launcher, so that from then on its loss does not end the launch), soaks
 // and leaves.
 func (c *nodeRunCmd) runElastic(g *globals) error {
 	w, err := joinWorld(g.log, c.Backend, c.Timeout, c.obsFlags)
@@ -97,9 +96,6 @@ func (c *nodeRunCmd) runElastic(g *globals) error {
 		return err
 	}
 	defer w.close()
-	if err := choreolaunch.Joined(); err != nil {
-		return err
-	}
 	if err := c.soak(w, g.log); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/internal/errs"
+	"github.com/choreo-gpu/choreo/launch"
 	// The carriers a group links its pairs by: shared memory inside a
 	// host, TCP between hosts. Each registers itself with msg.
 	_ "github.com/choreo-gpu/choreo/collectives/transport/shm"
@@ -137,6 +138,12 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...colle
 	g, err := collectives.NewJoined(ctx, rt, t, roster.Group, func() { node.Close("closed") }, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	// Under an elastic launch, the launcher now counts this rank as one
+	// whose loss the group survives (a no-op elsewhere); if it cannot be
+	// told, the rank's end keeps ending the launch, which is safe.
+	if err := launch.Joined(); err != nil {
+		rt.Logger().Warn("could not tell the launcher that this rank joined; its loss will end the launch", zap.Error(err))
 	}
 	rt.Logger().Info("joined", zap.Int("rank", cfg.Rank), zap.Int("size", cfg.Size), zap.String("source", cfg.Source),
 		zap.String("transport", plan.kinds), zap.Stringer("links", plan), zap.Duration("peer_timeout", peerTimeout),
