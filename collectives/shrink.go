@@ -193,27 +193,20 @@ type stale struct {
 const staleAborts = 256
 
 // retire makes the finished group's calls fail with ErrStale: the
-// transport retires its id where it can (its queued and running sends and
-// receives fail at once, its late messages are refused); the calls that
-// may still be queued or running (the comm stream's, at most staleAborts
-// of each sequence) are aborted, with ErrStale as their cause, where
-// retiring does not reach them: all of them on a transport that cannot
-// retire, the collectives' windows on one whose ranks share memory.
+// transport retires its id where it can (its queued and running calls
+// fail at once, its late messages are refused; Local's also fails the
+// group's windows); else the calls that may still be queued or running
+// (the comm stream's, at most staleAborts of each sequence) are aborted,
+// with ErrStale as their cause.
 func (g *Group) retire(s stale) {
-	_, windows := g.t.(transport.PeerAccess)
 	if g.retirer != nil {
 		g.retirer.Retire(g.id)
-		if !windows {
-			return
-		}
+		return
 	}
 	cause := fmt.Errorf("group %d epoch %d was shrunk: %w", g.id, g.epoch, ErrStale)
 	k := uint64(min(s.queued+1, staleAborts))
 	for i := range min(k, s.seq) {
 		g.t.Abort(algoTag(g.id, s.seq-i), cause)
-	}
-	if g.retirer != nil {
-		return
 	}
 	me := g.Rank()
 	for p := range s.sends {
