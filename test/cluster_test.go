@@ -37,10 +37,27 @@ func TestMatrix(t *testing.T) {
 	}
 }
 
-func matrix(t *testing.T, tr string, n int) {
+// TestMatrixOnGPU: with CHOREO_BACKEND naming a GPU backend (cuda), the
+// matrix on 2 processes sharing the GPU, on the host-staged path and on
+// the device path (the ranks' kernels read each other's buffers through
+// IPC). Skips on the sim's backends, which TestMatrix covers.
+func TestMatrixOnGPU(t *testing.T) {
+	b := testenv.Backend()
+	if strings.HasPrefix(b, "sim") {
+		t.Skipf("backend %s: the matrix on a GPU runs with CHOREO_BACKEND=cuda", b)
+	}
+	for _, path := range []string{"staged", "device"} {
+		t.Run(path, func(t *testing.T) {
+			t.Setenv("CHOREO_DATAPATH", path)
+			matrix(t, "shm", 2, "--backend", b)
+		})
+	}
+}
+
+func matrix(t *testing.T, tr string, n int, flags ...string) {
 	{
 		{
-			out, err := launch(t, tr, n, "check", "matrix")
+			out, err := launch(t, tr, n, append([]string{"check", "matrix"}, flags...)...)
 			if err != nil {
 				t.Fatalf("%v:\n%s", err, out)
 			}

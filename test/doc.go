@@ -40,5 +40,8 @@
 // for a bounded time by .ci/run.
 //
 // The tests build the demo once (with the race detector when the tests
-// run with it) and need nothing else.
+// run with it) and need nothing else; CHOREO_TEST_DEMO names a demo built
+// elsewhere instead (for the tests that need only the demo, on a machine
+// without Go). With CHOREO_BACKEND=cuda, TestMatrixOnGPU runs the matrix
+// on 2 processes sharing the GPU, host-staged and on the device path.
 package test
