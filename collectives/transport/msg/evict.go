@@ -70,7 +70,9 @@ func (e *Endpoint) evictedBy(by int, text string) {
 // evict loses p, silent past the peer timeout (cause says how long), and
 // tells it first, best effort: an eviction notice, queued on its link,
 // which closes only a heartbeat later (or at Close), so that the notice
-// may leave before the link ends.
+// may leave before the link ends. Meanwhile the link reads what the peer
+// sent before it went silent (a Tick), so that the close is a clean end
+// of what the peer reads, not a reset that would drop the notice.
 func (p *Peer) evict(cause error, now int64) {
 	e := p.e
 	notice := &transport.AbortError{Origin: e.cfg.Rank, Group: noticeGroup, Seq: noticeSeq,
@@ -87,6 +89,7 @@ func (p *Peer) evict(cause error, now int64) {
 	}
 	linger := e.cfg.HeartbeatInterval
 	closing := func() {
+		p.link.Tick()
 		t := time.NewTimer(linger)
 		defer t.Stop()
 		select {

@@ -110,10 +110,14 @@ func (p *Peer) lostErr() error {
 }
 
 // sendErr is what a Send that failed with err returns: the transport's
-// own errors as they are; a link's failure loses the peer.
+// own errors as they are; a link's failure loses the peer. A link closed
+// because the peer was lost (a write that waited in it) is that loss.
 func (p *Peer) sendErr(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, transport.ErrClosed) && p.down.Load() && !p.e.closed.Load() {
+		return p.lostErr()
 	}
 	if errors.Is(err, transport.ErrTimeout) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, transport.ErrAborted) || errors.Is(err, transport.ErrSizeMismatch) ||
