@@ -25,13 +25,15 @@ type EvictPlan struct {
 func (p EvictPlan) Evicts() bool { return p.Pause > p.PeerTimeout }
 
 var (
-	// EvictLong stops the child for three peer timeouts: it is evicted.
-	EvictLong = EvictPlan{PeerTimeout: time.Second, Pause: 3 * time.Second}
+	// EvictLong stops the child for two peer timeouts: it is evicted. (A
+	// peer timeout of 1 s, four heartbeats, lets a loaded host's live
+	// ranks find each other silent.)
+	EvictLong = EvictPlan{PeerTimeout: 2 * time.Second, Pause: 4 * time.Second}
 	// EvictShort stops it for a tenth of one: nothing happens.
 	EvictShort = EvictPlan{PeerTimeout: 3 * time.Second, Pause: 300 * time.Millisecond}
 	// EvictBusy is EvictLong while the parent sends the child busySize
 	// bytes.
-	EvictBusy = EvictPlan{PeerTimeout: time.Second, Pause: 3 * time.Second, Busy: true}
+	EvictBusy = EvictPlan{PeerTimeout: 2 * time.Second, Pause: 4 * time.Second, Busy: true}
 )
 
 // busySize is the message a Busy plan's child receives while it is
@@ -71,7 +73,8 @@ func evictTag(step uint32) transport.Tag { return transport.Tag{Group: 90, Seq: 
 // parent says "GO", after its stop) the large Recv's end, reported as
 // "BUSY <class> <error>", and a Recv from rank 0 and a Send to it,
 // reported as "RECV <class> <error>" and "SEND <class> <error>" (class:
-// OK, Evicted, PeerLost, Timeout or Other).
+// OK, Evicted, PeerLost, Timeout or Other); it closes tr once the parent
+// says "BYE" (or after processBound).
 func (e *Evict) Child(tr transport.Transport) {
 	ctx, cancel := context.WithTimeout(context.Background(), processBound)
 	defer cancel()
@@ -102,6 +105,7 @@ func (e *Evict) Child(tr transport.Transport) {
 	fmt.Println("RECV", errClass(err), err)
 	err = tr.Send(c, 0, evictTag(5), []byte{5})
 	fmt.Println("SEND", errClass(err), err)
+	_, _ = Heard(processBound) // the parent looks at its stats before this rank goes
 }
 
 func errClass(err error) string {
@@ -202,6 +206,9 @@ func (e *Evict) Parent(t *testing.T, ep *msg.Endpoint, c *Child) {
 			t.Fatalf("the child's %s after its stop of %v (peer timeout %v): %q; want %s\n%s",
 				what, plan.Pause, plan.PeerTimeout, line, want, c.Output())
 		}
+	}
+	if err := c.Say("BYE"); err != nil {
+		t.Fatal(err)
 	}
 	if !c.Wait(processBound) || !c.Success() {
 		t.Fatalf("the child did not end well:\n%s", c.Output())
