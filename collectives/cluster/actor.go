@@ -45,27 +45,63 @@ type (
 	}
 )
 
-// nodeActor owns a Node's state: on rank 0 the rendezvous (gather, the
-// roster once made), on every rank the roster once known, the peers it
-// watches, those lost and why those that left said they did.
-type nodeActor struct {
-	n   *Node
-	log *zap.Logger
-
+// nodeState is a Node's control-plane state: on rank 0 the rendezvous
+// (gather, the roster once made), on every rank the roster once known, the
+// peers it watches, those lost and why, those reported lost to onLost,
+// those suspected (suspect.go), and why those that left said they did. It
+// lives in the Node, so that a restart of the Node's actor keeps it; only
+// the actor's goroutine touches it (and, once the actor stopped on a
+// failure, Watch under Node.mu).
+type nodeState struct {
 	gather *gather      // rank 0 only
 	done   *wire.Roster // rank 0: the roster, once every rank said hello
 	ended  bool         // the rendezvous's result was delivered
 	formed Roster       // the roster, once it arrived (Members nil before)
 
-	watched map[string]int // a peer Node's PID (Address/Id) -> its rank
-	left    map[int]string // a peer's Leave reason
-	lost    map[int]error  // peers lost since the roster, and why
-	doubt   map[int]doubt  // peers that may be gone, being checked (suspect.go)
-	onLost  func(rank int, cause error)
+	watched  map[string]int // a peer Node's PID (Address/Id) -> its rank
+	left     map[int]string // a peer's Leave reason
+	lost     map[int]error  // peers lost since the roster, and why
+	reported map[int]bool   // peers reported lost to onLost
+	doubt    map[int]doubt  // peers that may be gone, being checked (suspect.go)
+	onLost   func(rank int, cause error)
 }
 
+// nodeActor is the receiver of a Node's messages: a thin value over the
+// Node's state, made anew each time protoactor restarts the actor
+// (restarted is set on those), so that a restart loses no state.
+type nodeActor struct {
+	*nodeState
+	n         *Node
+	log       *zap.Logger
+	restarted bool
+}
+
+// Receive handles one message. A panic is logged with its stack and goes on
+// to the actor's supervisor (supervise.go), naming the Node; Stopping and
+// Stopped end the Node, failing it when its supervisor stopped it.
 func (a *nodeActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+	msg := c.Message()
+	switch msg.(type) {
+	case *actor.Stopping:
+		a.stopping(c)
+		return
+	case *actor.Stopped:
+		return
+	}
+	defer a.caught(msg)
+	if f := a.n.fault.Load(); f != nil {
+		(*f)(msg)
+	}
+	a.receive(c, msg)
+}
+
+// receive handles one message but the ends of the actor.
+func (a *nodeActor) receive(c actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *actor.Started:
+		if a.restarted {
+			a.reestablish(c)
+		}
 	case *wire.Hello:
 		a.hello(c, m)
 	case *wire.Roster:
@@ -194,9 +230,34 @@ func (a *nodeActor) watch(c actor.Context, m watchPeers) {
 		a.watched[keyOf(pid)] = p.Rank
 		c.Watch(pid)
 	}
-	if a.onLost != nil {
-		for rank, cause := range a.lost {
-			a.onLost(rank, cause)
+	for rank, cause := range a.lost {
+		a.report(rank, cause)
+	}
+}
+
+// report tells onLost (once set) that rank is lost, once per rank.
+func (s *nodeState) report(rank int, cause error) {
+	if s.onLost == nil || s.reported[rank] {
+		return
+	}
+	if s.reported == nil {
+		s.reported = map[int]bool{}
+	}
+	s.reported[rank] = true
+	s.onLost(rank, cause)
+}
+
+// reportAll reports every rank of roster but self lost: with its own cause
+// when it was lost before, else with cause.
+func (s *nodeState) reportAll(roster Roster, self int, cause error) {
+	for _, p := range roster.Members {
+		if p.Rank == self {
+			continue
+		}
+		if why, ok := s.lost[p.Rank]; ok {
+			s.report(p.Rank, why)
+		} else {
+			s.report(p.Rank, cause)
 		}
 	}
 }
@@ -312,9 +373,7 @@ func (a *nodeActor) lose(c actor.Context, rank int, cause error) {
 			}
 		}
 	}
-	if a.onLost != nil {
-		a.onLost(rank, cause)
-	}
+	a.report(rank, cause)
 }
 
 // answerMissing tells reply the ranks that never said hello.

@@ -75,6 +75,17 @@ const closeWait = 2 * time.Second
 // it said it leaves, or when such signs go on for the peer timeout while
 // its address still accepts (a loaded host may drop a watch or a connect
 // of a live peer).
+//
+// The Node's actor is supervised (supervise.go): a panic while it handles
+// a message restarts it, keeping its state (the roster, the peers watched,
+// lost and suspected, the callback Watch set), which lives in the Node and
+// not in the actor, and watching its peers again, so that a restart loses
+// no peer and misses no loss. Past maxRestarts restarts within
+// restartWindow the actor stops and the Node fails: Err names the panic,
+// the rendezvous (if still waiting) fails with it, every peer not yet lost
+// is reported lost through Watch's callback with it (an error wrapping
+// ErrPeerLost and ErrEvicted: this rank is out of its group), and the
+// peers are told that this rank leaves.
 type Node struct {
 	rt      *actors.Runtime
 	rem     *remoting.Remote
@@ -89,9 +100,27 @@ type Node struct {
 	final    chan result                 // the roster or a refusal, once
 	progress atomic.Pointer[wire.Roster] // rank 0's latest partial roster
 
+	// state is the actor's state; only the actor's goroutine touches it
+	// (see nodeState), so that it survives the actor's restarts.
+	state *nodeState
+	// incarnations counts the actor's incarnations: 1 once spawned, one
+	// more per restart.
+	incarnations atomic.Int32
+	// fault, set by tests only, runs first on each message the actor
+	// handles (but Stopping and Stopped): it panics to test supervision.
+	fault atomic.Pointer[func(msg any)]
+
 	mu     sync.Mutex
 	probes *probes // Watch's, until StopProbes
 	closed bool
+	// onLost is Watch's callback, for the actor's failure (it may come
+	// before the actor handled watchPeers).
+	onLost func(rank int, cause error)
+	failed error // why the actor stopped past its restart bound, once it did
+
+	// broken is set by the supervisor as it stops the actor past its
+	// restart bound: why the Node fails.
+	broken atomic.Pointer[error]
 
 	closeOnce sync.Once
 }
@@ -111,13 +140,17 @@ func Start(rt *actors.Runtime, spec Spec) (*Node, error) {
 	if spec.Size < 1 || spec.Rank < 0 || spec.Rank >= spec.Size {
 		return nil, fmt.Errorf("cluster: start: %w: rank %d of %d", errs.ErrBadArgument, spec.Rank, spec.Size)
 	}
-	n := &Node{rt: rt, rem: rem, spec: spec, control: rem.Address(), final: make(chan result, 1)}
+	n := &Node{rt: rt, rem: rem, spec: spec, control: rem.Address(), final: make(chan result, 1), state: &nodeState{}}
 	n.authBefore, _ = rem.AuthFailures()
-	a := &nodeActor{n: n, log: rt.Logger().Named("cluster")}
 	if spec.Rank == 0 {
-		a.gather = newGather(spec.Size, spec.Run)
+		n.state.gather = newGather(spec.Size, spec.Run)
 	}
-	pid, err := rt.ActorSystem().Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), Name)
+	log := rt.Logger().Named("cluster")
+	// A thin receiver over n.state, made anew on each restart.
+	produce := func() actor.Actor {
+		return &nodeActor{nodeState: n.state, n: n, log: log, restarted: n.incarnations.Add(1) > 1}
+	}
+	pid, err := rt.ActorSystem().Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(supervisor{})), Name)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start rank %d: %w (a runtime serves one joined group at a time)", spec.Rank, err)
 	}
@@ -267,17 +300,25 @@ func reachable(ctx context.Context, addr string) error {
 
 // Watch makes the Node watch every peer of roster: when a peer's Node or
 // its whole endpoint goes away, onLost is called once for that rank (on the
-// Node's goroutine; it must not block) with the cause. A peer lost since
-// the roster arrived, before Watch, is reported at once. Rank 0 also
-// tells the other ranks of each loss it sees (wire.Lost), so that a rank
-// with no connection to the lost one yet learns it as soon as rank 0.
-// Until StopProbes, Watch also dials every peer's control address every
-// probeEvery: one that refuses is lost (see probes).
+// Node's goroutine; it must not block nor call the Node) with the cause. A
+// peer lost since the roster arrived, before Watch, is reported at once.
+// Rank 0 also tells the other ranks of each loss it sees (wire.Lost), so
+// that a rank with no connection to the lost one yet learns it as soon as
+// rank 0. Until StopProbes, Watch also dials every peer's control address
+// every probeEvery: one that refuses is lost (see probes). When the Node
+// has failed (Err), every peer not lost before is reported lost at once
+// with its failure (on the caller's goroutine).
 func (n *Node) Watch(roster Roster, onLost func(rank int, cause error)) {
 	root, pid := n.rt.ActorSystem().Root, n.pid
-	root.Send(pid, watchPeers{roster: roster, onLost: onLost})
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.failed != nil { // the actor is gone: its state is still, and settled under n.mu
+		n.state.onLost = onLost
+		n.state.reportAll(roster, n.spec.Rank, n.failed)
+		return
+	}
+	n.onLost = onLost
+	root.Send(pid, watchPeers{roster: roster, onLost: onLost})
 	if n.probes == nil && !n.closed {
 		n.probes = startProbes(roster, n.spec.Rank, func(rank int, cause error) { root.Send(pid, peerRefused{rank: rank, cause: cause}) })
 	}
