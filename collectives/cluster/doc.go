@@ -43,6 +43,15 @@
 // those seen before it too, so that the data plane fails what waits on
 // the peer at once instead of after its own silence timeout.
 //
+// Each Node's actor is supervised: a panic while it handles a message
+// restarts it with its state (the roster, the peers watched, lost and
+// suspected, Watch's callback), which lives in the Node, and it watches
+// its peers again, so that a restart neither loses a peer nor misses a
+// loss. Past five restarts within ten seconds the Node fails instead
+// (Node.Err): every peer not lost yet is reported lost with an error that
+// names the panic and wraps ErrPeerLost and ErrEvicted (the rank is out of
+// its group), and the peers are told that this rank leaves.
+//
 // Messages are the protobuf types of package wire; none is on a
 // collective's hot path (collectives carry their own aborts on the data
 // plane). Layering: cluster imports collectives, actors/remoting, wire and
