@@ -126,6 +126,20 @@ func (t *subTransport) Recv(ctx context.Context, src int, tag transport.Tag, int
 	return t.parent.Recv(ctx, p, tag, into)
 }
 
+// TrySend implements transport.TrySender where the parent does (else it
+// sends nothing: done is false).
+func (t *subTransport) TrySend(ctx context.Context, dst int, tag transport.Tag, data []byte) (bool, error) {
+	ts, ok := t.parent.(transport.TrySender)
+	if !ok {
+		return false, nil
+	}
+	p, err := t.peer(dst)
+	if err != nil {
+		return true, err
+	}
+	return ts.TrySend(ctx, p, tag, data)
+}
+
 // Abort implements transport.Transport.
 func (t *subTransport) Abort(tag transport.Tag, cause error) { t.parent.Abort(tag, cause) }
 

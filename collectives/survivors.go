@@ -178,28 +178,42 @@ func (a *agreement) receivers() []int {
 	return from
 }
 
-// send sends this round's message to p without waiting for it.
+// send sends this round's message to p without waiting for it. Where the
+// transport can send it at once (an eager message, TrySender), it is
+// sent here and no later cancellation can take it back: a live peer that
+// others lost still gets the announcement of its eviction, though this
+// rank does not wait for it to be received.
 func (a *agreement) send(round, p int, msg []byte) {
+	if ts, ok := a.t.(transport.TrySender); ok {
+		if done, err := ts.TrySend(a.sctx, p, a.tag(round), msg); done {
+			a.sent(p, err)
+			return
+		}
+	}
 	a.wg.Add(1)
 	a.toPeer[p].Add(1)
 	go func() {
 		defer a.wg.Done()
 		defer a.toPeer[p].Done()
-		err := a.t.Send(a.sctx, p, a.tag(round), msg)
-		if err == nil {
-			return
-		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		switch {
-		case errors.Is(err, transport.ErrEvicted):
-			if a.evicted == nil {
-				a.evicted = fmt.Errorf("survivors: send to rank %d: %w", p, err)
-			}
-		case errors.Is(err, transport.ErrPeerLost):
-			a.sendLost[p] = true
-		}
+		a.sent(p, a.t.Send(a.sctx, p, a.tag(round), msg))
 	}()
+}
+
+// sent records the outcome of a send to p.
+func (a *agreement) sent(p int, err error) {
+	if err == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case errors.Is(err, transport.ErrEvicted):
+		if a.evicted == nil {
+			a.evicted = fmt.Errorf("survivors: send to rank %d: %w", p, err)
+		}
+	case errors.Is(err, transport.ErrPeerLost):
+		a.sendLost[p] = true
+	}
 }
 
 func (a *agreement) tag(round int) transport.Tag {
