@@ -34,8 +34,9 @@ var (
 	// an array with more elements than allowed).
 	ErrTooLarge = errors.New("too large")
 	// ErrEvicted: this rank was dropped from its group (it was silent
-	// past the peer timeout, or the survivors agreed on a group without
-	// it); it must not write into the group's later epochs.
+	// past the peer timeout, the survivors agreed on a group without it,
+	// or its control plane failed); it must not write into the group's
+	// later epochs.
 	ErrEvicted = errors.New("evicted from the group")
 	// ErrStale: a message or call of a group's retired epoch (the group
 	// was shrunk or grown since).
