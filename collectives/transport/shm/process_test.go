@@ -1,13 +1,11 @@
 package shm
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
+	"github.com/choreo-gpu/choreo/collectives/transport/transporttest"
 )
 
 // The process tests run ranks in processes of their own (this test
@@ -220,92 +219,11 @@ func crashScenario(t *testing.T, cfg Config) {
 	t.Error("not killed")
 }
 
-// child is a rank's process and the lines it printed.
-type child struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  []string
-	seen *sync.Cond
-	done bool
-}
-
 // spawn starts this test binary as a rank's process of scenario.
-func spawn(t *testing.T, scenario string, rank, size int, run string) *child {
+func spawn(t *testing.T, scenario string, rank, size int, run string) *transporttest.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRankProcess$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), envScenario+"="+scenario, envRank+"="+strconv.Itoa(rank),
+	return transporttest.StartChild(t, "TestRankProcess", envScenario+"="+scenario, envRank+"="+strconv.Itoa(rank),
 		envSize+"="+strconv.Itoa(size), envRun+"="+run, envSecret+"="+hex.EncodeToString(testSecret))
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd}
-	c.seen = sync.NewCond(&c.mu)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			c.mu.Lock()
-			c.out = append(c.out, sc.Text())
-			c.seen.Broadcast()
-			c.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		c.mu.Lock()
-		c.done = true
-		c.seen.Broadcast()
-		c.mu.Unlock()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		c.wait(10 * time.Second)
-	})
-	return c
-}
-
-// waitLine waits (up to d) for a line equal to line and reports whether it
-// came.
-func (c *child) waitLine(line string, d time.Duration) bool {
-	stop := time.AfterFunc(d, func() {
-		c.mu.Lock()
-		c.seen.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop.Stop()
-	deadline := time.Now().Add(d)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for {
-		for _, l := range c.out {
-			if l == line {
-				return true
-			}
-		}
-		if c.done || time.Now().After(deadline) {
-			return false
-		}
-		c.seen.Wait()
-	}
-}
-
-// wait waits (up to d) for the process to end and returns its lines.
-func (c *child) wait(d time.Duration) ([]string, bool) {
-	deadline := time.Now().Add(d)
-	stop := time.AfterFunc(d, func() {
-		c.mu.Lock()
-		c.seen.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop.Stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for !c.done && time.Now().Before(deadline) {
-		c.seen.Wait()
-	}
-	return append([]string(nil), c.out...), c.done
 }
 
 // shmEntries lists /dev/shm.
@@ -345,16 +263,17 @@ func TestProcessKilledMidTransfer(t *testing.T) {
 	}
 	before := shmEntries(t)
 	run := testRun(t)
-	cs := make([]*child, 3)
+	cs := make([]*transporttest.Child, 3)
 	for r := range cs {
 		cs[r] = spawn(t, "kill", r, 3, run)
 	}
-	if !cs[0].waitLine("GOT 2", 60*time.Second) || !cs[2].waitLine("WAITING", 60*time.Second) {
-		out0, _ := cs[0].wait(0)
-		out2, _ := cs[2].wait(0)
-		t.Fatalf("the transfer did not start:\nrank 0: %s\nrank 2: %s", strings.Join(out0, "\n"), strings.Join(out2, "\n"))
+	if _, ok := cs[0].Line("GOT 2", 60*time.Second); !ok {
+		t.Fatalf("the transfer did not start:\nrank 0: %s\nrank 2: %s", cs[0].Output(), cs[2].Output())
 	}
-	if err := cs[1].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if _, ok := cs[2].Line("WAITING", 60*time.Second); !ok {
+		t.Fatalf("the transfer did not start:\nrank 0: %s\nrank 2: %s", cs[0].Output(), cs[2].Output())
+	}
+	if err := cs[1].Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	want := map[int][]string{
@@ -362,25 +281,19 @@ func TestProcessKilledMidTransfer(t *testing.T) {
 		2: {"ERR PeerLost recv", "ERR PeerLost send", "MAPS 1", "OK survivors", "CLOSED MAPS 0"},
 	}
 	for _, r := range []int{0, 2} {
-		out, done := cs[r].wait(60 * time.Second)
-		all := strings.Join(out, "\n")
-		if !done {
-			t.Fatalf("rank %d did not end:\n%s", r, all)
+		if !cs[r].Wait(60 * time.Second) {
+			t.Fatalf("rank %d did not end:\n%s", r, cs[r].Output())
 		}
 		for _, w := range want[r] {
-			found := false
-			for _, l := range out {
-				found = found || strings.HasPrefix(l, w)
-			}
-			if !found {
-				t.Errorf("rank %d: no line %q:\n%s", r, w, all)
+			if _, ok := cs[r].Line(w, 0); !ok {
+				t.Errorf("rank %d: no line %q:\n%s", r, w, cs[r].Output())
 			}
 		}
-		if !cs[r].cmd.ProcessState.Success() {
-			t.Errorf("rank %d: %v:\n%s", r, cs[r].cmd.ProcessState, all)
+		if !cs[r].Success() {
+			t.Errorf("rank %d failed:\n%s", r, cs[r].Output())
 		}
 	}
-	if _, done := cs[1].wait(10 * time.Second); !done {
+	if !cs[1].Wait(10 * time.Second) {
 		t.Fatal("rank 1 did not die")
 	}
 	checkNoNewShm(t, before)
@@ -398,14 +311,13 @@ func TestStaleRun(t *testing.T) {
 	before := shmEntries(t)
 	run := testRun(t)
 	c := spawn(t, "crash", 0, 2, run)
-	if !c.waitLine("MAPS 2", 60*time.Second) {
-		out, _ := c.wait(0)
-		t.Fatalf("the run did not start:\n%s", strings.Join(out, "\n"))
+	if line, ok := c.Line("MAPS ", 60*time.Second); !ok || line != "MAPS 2" {
+		t.Fatalf("the run did not start:\n%s", c.Output())
 	}
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := c.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if _, done := c.wait(10 * time.Second); !done {
+	if !c.Wait(10 * time.Second) {
 		t.Fatal("the run did not die")
 	}
 	checkNoNewShm(t, before)
@@ -451,22 +363,21 @@ func TestProcessSilent(t *testing.T) {
 	}
 	run := testRun(t)
 	c0, c1 := spawn(t, "silent", 0, 2, run), spawn(t, "silent", 1, 2, run)
-	if !c0.waitLine("WAITING", 60*time.Second) || !c1.waitLine("WAITING", 60*time.Second) {
-		t.Fatal("the ranks did not connect")
+	for _, c := range []*transporttest.Child{c0, c1} {
+		if _, ok := c.Line("WAITING", 60*time.Second); !ok {
+			t.Fatal("the ranks did not connect")
+		}
 	}
-	if err := c1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := c1.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	out, done := c0.wait(60 * time.Second)
-	all := strings.Join(out, "\n")
-	if !done || !c0.waitLine("OK silent", 0) {
-		t.Fatalf("rank 0:\n%s", all)
+	if !c0.Wait(60 * time.Second) {
+		t.Fatalf("rank 0 did not end:\n%s", c0.Output())
 	}
-	found := false
-	for _, l := range out {
-		found = found || strings.HasPrefix(l, "ERR PeerLost recv")
+	if _, ok := c0.Line("OK silent", 0); !ok {
+		t.Fatalf("rank 0:\n%s", c0.Output())
 	}
-	if !found {
-		t.Fatalf("rank 0 did not lose its silent peer:\n%s", all)
+	if _, ok := c0.Line("ERR PeerLost recv", 0); !ok {
+		t.Fatalf("rank 0 did not lose its silent peer:\n%s", c0.Output())
 	}
 }

@@ -69,9 +69,31 @@ func StartChild(t *testing.T, test string, env ...string) *Child {
 	return c
 }
 
-// Line waits up to d for a line that starts with prefix and returns it
-// (false: none came, or the process ended first).
+// Line waits up to d for a line that starts with prefix and returns the
+// first such line (false: none came, or the process ended first).
 func (c *Child) Line(prefix string, d time.Duration) (string, bool) {
+	var line string
+	found := c.waitUntil(d, func() bool {
+		for _, l := range c.out {
+			if strings.HasPrefix(l, prefix) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	return line, found
+}
+
+// Wait waits up to d for the process to end and reports whether it did.
+func (c *Child) Wait(d time.Duration) bool {
+	return c.waitUntil(d, func() bool { return c.done })
+}
+
+// waitUntil waits up to d, or until the process has ended, for cond
+// (called with c.mu held, after each new line) to hold, and reports
+// whether it held.
+func (c *Child) waitUntil(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	stop := time.AfterFunc(d, func() {
 		c.mu.Lock()
@@ -82,33 +104,14 @@ func (c *Child) Line(prefix string, d time.Duration) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		for _, l := range c.out {
-			if strings.HasPrefix(l, prefix) {
-				return l, true
-			}
+		if cond() {
+			return true
 		}
-		if c.done || time.Now().After(deadline) {
-			return "", false
+		if c.done || !time.Now().Before(deadline) {
+			return false
 		}
 		c.seen.Wait()
 	}
-}
-
-// Wait waits up to d for the process to end and reports whether it did.
-func (c *Child) Wait(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	stop := time.AfterFunc(d, func() {
-		c.mu.Lock()
-		c.seen.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop.Stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for !c.done && time.Now().Before(deadline) {
-		c.seen.Wait()
-	}
-	return c.done
 }
 
 // Output is what the process printed so far.
