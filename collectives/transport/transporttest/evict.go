@@ -2,8 +2,10 @@ package transporttest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,7 +154,7 @@ func (e *Evict) Parent(t *testing.T, ep *msg.Endpoint, c *Child) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := c.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+		t.Fatalf("stopping the child: %v\n%s", err, c.Output())
 	}
 	stopped := time.Now()
 	if busy != nil && len(busy) > 0 {
@@ -174,7 +176,7 @@ func (e *Evict) Parent(t *testing.T, ep *msg.Endpoint, c *Child) {
 	}
 	time.Sleep(time.Until(stopped.Add(plan.Pause)))
 	if err := c.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
+		t.Fatalf("resuming the child: %v\n%s", err, c.Output())
 	}
 	if err := c.Say("GO"); err != nil {
 		t.Fatal(err)
@@ -213,4 +215,92 @@ func (e *Evict) Parent(t *testing.T, ep *msg.Endpoint, c *Child) {
 	if !c.Wait(processBound) || !c.Success() {
 		t.Fatalf("the child did not end well:\n%s", c.Output())
 	}
+}
+
+// EvictSpec is what the parent of a process eviction test tells its
+// child: how the ranks find each other (Meet: a run's name, the parent's
+// address), the group's secret and the plan.
+type EvictSpec struct {
+	Meet   string
+	Secret []byte
+	Plan   EvictPlan
+}
+
+// EvictCarrier is a carrier's part in the process eviction tests
+// (EvictProcesses): how its two ranks connect, rank 0 in the test's
+// process and rank 1 in a child's, which runs the carrier's test function
+// ChildTest (whose body is EvictChildProcess) with the EvictSpec, as
+// JSON, in the environment variable Env.
+type EvictCarrier struct {
+	ChildTest, Env string
+	// Secret is the group's secret.
+	Secret []byte
+	// Meet is called in the parent before its child starts: it returns
+	// EvictSpec.Meet and connect, which connects rank 0 once the child c
+	// runs.
+	Meet func(t *testing.T) (meet string, connect func(ctx context.Context, spec EvictSpec, c *Child) (*msg.Endpoint, error))
+	// Child connects rank 1 in the child's process.
+	Child func(ctx context.Context, spec EvictSpec) (transport.Transport, error)
+}
+
+// EvictChildProcess is the body of the carrier's ChildTest: it is skipped
+// unless an eviction test started it; it connects rank 1 and runs the
+// child's part of the scenario (Evict.Child), printing "CONNECT <error>"
+// where it cannot connect.
+func EvictChildProcess(t *testing.T, ec EvictCarrier) {
+	var spec EvictSpec
+	if err := json.Unmarshal([]byte(os.Getenv(ec.Env)), &spec); err != nil {
+		t.Skip("run by the eviction tests as a rank's process")
+	}
+	run := NewEvict(spec.Plan)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, err := ec.Child(ctx, spec)
+	if err != nil {
+		fmt.Println("CONNECT", err)
+		return
+	}
+	defer tr.Close()
+	run.Child(tr)
+}
+
+// EvictProcesses runs the eviction scenario over the carrier ec, each
+// plan in a subtest: Evicted (EvictLong: a rank's process stopped past
+// the peer timeout is lost by its peer for its silence and, resumed,
+// finds itself evicted: its next calls fail with ErrEvicted),
+// EvictedMidTransfer (EvictBusy: so too when it was stopped while its
+// peer sent it a large message; the peer's Send ends with the loss, or
+// had ended) and its twin PausedNotEvicted (EvictShort: a process stopped
+// for a tenth of the peer timeout is neither lost nor evicted, and talks
+// on). It is skipped in short mode.
+func EvictProcesses(t *testing.T, ec EvictCarrier) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, p := range []struct {
+		name string
+		plan EvictPlan
+	}{{"Evicted", EvictLong}, {"EvictedMidTransfer", EvictBusy}, {"PausedNotEvicted", EvictShort}} {
+		t.Run(p.name, func(t *testing.T) { evictProcess(t, ec, p.plan) })
+	}
+}
+
+// evictProcess is one run of plan over ec, as the parent.
+func evictProcess(t *testing.T, ec EvictCarrier, plan EvictPlan) {
+	meet, connect := ec.Meet(t)
+	spec := EvictSpec{Meet: meet, Secret: ec.Secret, Plan: plan}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := StartChild(t, ec.ChildTest, ec.Env+"="+string(b))
+	run := NewEvict(plan)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ep, err := connect(ctx, spec, c)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, c.Output())
+	}
+	defer ep.Close()
+	run.Parent(t, ep, c)
 }
