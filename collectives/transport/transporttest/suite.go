@@ -3,7 +3,7 @@
 // implementation runs the same checks through Run, and every msg.Link
 // through RunLink. It also holds what transport packages' tests share
 // (the polling check Polling, ConnectGroup, the eviction scenario run by
-// a rank's process of its own: StartChild, NewEvict) and
+// a rank's process of its own: StartChild, EvictProcesses) and
 // an in-memory pipe link, registered as a carrier by RegisterPipeCarrier.
 package transporttest
 
