@@ -220,13 +220,13 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 			return err
 		}
 		n := float64(w.size)
-		fmt.Fprintf(out, "device copy C (read+written), %d B: %.1f GB/s; all-reduce floor (n-1)/n^2 C: %.1f GB/s\n", f.largest(), c/1e9, c*(n-1)/(n*n)/1e9)
+		fmt.Fprintf(out, "device copy C (read+written, %s), %d B: %.1f GB/s; all-reduce floor (n-1)/n^2 C: %.1f GB/s\n", clockOf(w.dev), f.largest(), c/1e9, c*(n-1)/(n*n)/1e9)
 		fused, ok, err := measureFusedFloor(w.dev, w.size, f.largest())
 		if err != nil {
 			return err
 		}
 		if ok {
-			fmt.Fprintf(out, "fused all-reduce floor (one kernel over %d buffers, in place), %d B: busbw %.1f GB/s\n", w.size, f.largest(), fused/1e9)
+			fmt.Fprintf(out, "fused all-reduce floor (one kernel over %d buffers, in place, %s), %d B: busbw %.1f GB/s\n", w.size, clockOf(w.dev), f.largest(), fused/1e9)
 			for _, op := range []string{"allreduce", "allreduce_inplace"} {
 				if bw := largest.busbw[op]; bw > 0 && largest.size == 64<<20 {
 					fmt.Fprintf(out, "%s 64 MiB busbw / fused floor: %.0f%%\n", op, 100*bw/(fused/1e9))

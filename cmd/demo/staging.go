@@ -84,7 +84,7 @@ func measureStaging(dev gpu.Device, lanes, ranks, size int) (r stagingResult, ok
 
 // measureDeviceCopy is the device's copy rate C (bytes read plus written
 // per second): the best of 5 batches of 8 device-to-device copies of size
-// bytes (a batch, so the completion's notice is paid once).
+// bytes (bestBatch).
 func measureDeviceCopy(dev gpu.Device, size int) (c float64, err error) {
 	q, err := dev.NewQueue()
 	if err != nil {
@@ -107,7 +107,7 @@ func measureDeviceCopy(dev gpu.Device, size int) (c float64, err error) {
 	for i := range cmds {
 		cmds[i] = gpu.Copy{Dst: bufs[i%2], Src: bufs[1-i%2], Bytes: size}
 	}
-	best, err := bestBatch(q, cmds, 5)
+	best, err := bestBatch(dev, q, cmds, 5)
 	if err != nil {
 		return 0, fmt.Errorf("device copy: %w", err)
 	}

@@ -93,6 +93,7 @@ type api struct {
 	cuEventCreate             func(e *cuEvent, flags uint32) cuResult
 	cuEventRecord             func(e cuEvent, s cuStream) cuResult
 	cuEventSynchronize        func(e cuEvent) cuResult
+	cuEventElapsedTime        func(ms *float32, start, end cuEvent) cuResult
 	cuEventDestroy            func(e cuEvent) cuResult
 	cuDeviceGetUuid           func(uuid *[16]byte, dev cuDevice) cuResult
 	cuMemGetAddressRange      func(base *uintptr, size *uint64, p uintptr) cuResult
@@ -142,6 +143,7 @@ func (a *api) symbols() []struct {
 		{&a.cuEventCreate, "cuEventCreate"},
 		{&a.cuEventRecord, "cuEventRecord"},
 		{&a.cuEventSynchronize, "cuEventSynchronize"},
+		{&a.cuEventElapsedTime, "cuEventElapsedTime"},
 		{&a.cuEventDestroy, "cuEventDestroy_v2"},
 		{&a.cuDeviceGetUuid, "cuDeviceGetUuid_v2"},
 		{&a.cuMemGetAddressRange, "cuMemGetAddressRange_v2"},

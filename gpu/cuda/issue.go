@@ -193,8 +193,12 @@ func (q *queue) mark(b *batch, n int, last bool) {
 
 // issue puts one command on the stream and returns how many stream
 // operations it took (0 for an empty op).
-func (q *queue) issue(c gpu.Command) (int, error) {
-	a, s, k := q.dev.api, q.stream, q.dev.kern
+func (q *queue) issue(c gpu.Command) (int, error) { return issueOn(q.dev, q.stream, c) }
+
+// issueOn puts one command on stream s of d (its context current) and
+// returns how many stream operations it took.
+func issueOn(d *Device, s cuStream, c gpu.Command) (int, error) {
+	a, k := d.api, d.kern
 	switch c := c.(type) {
 	case gpu.WaitValue:
 		w := c.Word.(*word)
@@ -207,7 +211,7 @@ func (q *queue) issue(c gpu.Command) (int, error) {
 		if w.l.isFreed() {
 			return 0, closedf("write: fence word freed")
 		}
-		if q.dev.opts.MonotonicKernel {
+		if d.opts.MonotonicKernel {
 			return 1, k.storeMaxWord(a, s, w.s.dptr, c.Value)
 		}
 		// A stream write is a plain store. Writing the largest value
