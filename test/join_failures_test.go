@@ -142,29 +142,36 @@ func TestJoinRankRestartedInRendezvous(t *testing.T) {
 }
 
 // stoppedAtRoster starts 3 ranks of soak with rank 1 stopped (SIGSTOP)
-// after its hello and before the roster went out, and returns them once
-// rank 0 sent the roster: the others then connect to a rank that does not
-// answer.
+// just after its hello, the last one rank 0 waits for, so at the roster,
+// and returns them once rank 0 sent the roster: the others then connect
+// to a rank that does not answer. Rank 2 says hello first, so that how
+// long its start takes on a loaded machine does not matter (rank 1
+// stopped before the roster for longer than the peer timeout would be
+// dropped from the rendezvous).
 func stoppedAtRoster(t *testing.T, c *procs) (zero, victim, two *rank) {
 	t.Helper()
 	zero = c.startWith(0, nil, append([]string{"--verbose"}, soak...)...)
+	two = c.startWith(2, nil, soak...)
+	all := func() string { return zero.text() + two.text() + victim.text() }
+	if _, ok := zero.awaitText(time.Minute, "rendezvous: hello", `"peer_rank": 2`); !ok {
+		t.Fatalf("rank 0 never had rank 2's hello:\n%s%s", zero.text(), two.text())
+	}
 	victim = c.startWith(1, nil, soak...)
 	if _, ok := zero.awaitText(time.Minute, "rendezvous: hello", `"peer_rank": 1`); !ok {
-		t.Fatalf("rank 0 never had rank 1's hello:\n%s", zero.text())
+		t.Fatalf("rank 0 never had rank 1's hello:\n%s", all())
 	}
 	if err := syscall.Kill(victim.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	two = c.startWith(2, nil, soak...)
 	if _, ok := zero.awaitText(time.Minute, "rendezvous: roster sent"); !ok {
 		_ = syscall.Kill(victim.cmd.Process.Pid, syscall.SIGCONT)
-		t.Fatalf("no roster:\n%s", zero.text())
+		t.Fatalf("no roster:\n%s", all())
 	}
 	return zero, victim, two
 }
 
 // TestJoinRankLostAfterRoster: a rank lost after the roster went out and
-// before the data plane is connected (it was stopped before the roster,
+// before the data plane is connected (it was stopped at the roster,
 // and is killed while the others connect to it) fails the others soon,
 // with ErrPeerLost naming it, not at their join timeout.
 func TestJoinRankLostAfterRoster(t *testing.T) {
@@ -199,7 +206,7 @@ func TestJoinRankLostAfterRoster(t *testing.T) {
 }
 
 // TestJoinRankPausedAtRoster: the twin of TestJoinRankLostAfterRoster. A
-// rank stopped (SIGSTOP) from before the roster until 3 s after it, while
+// rank stopped (SIGSTOP) from its hello, at the roster, until 3 s after it, while
 // the others connect to it, is alive: the start-up detectors (rank 0's
 // drop of a rank whose connection ends, the probes of the peers' control
 // addresses, the relayed losses) leave it be, and every rank finishes.
