@@ -137,8 +137,7 @@ func (o *opRun) latencies(ctx context.Context, n int) (time.Duration, error) {
 		lat = append(lat, time.Since(t0))
 		o.free(outs)
 	}
-	slices.Sort(lat)
-	return lat[len(lat)/2], nil
+	return median(lat), nil
 }
 
 // once starts the op on every held rank (each call returns at once: the
