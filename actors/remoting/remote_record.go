@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/choreo-gpu/choreo/internal/awake"
 	"go.uber.org/zap"
 )
 
@@ -223,7 +224,7 @@ func (c *recordConn) writeRecord(plain []byte) error {
 func (c *recordConn) watch(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := mono()
+	alive := awake.New(int64(every), int64(mono()))
 	for {
 		select {
 		case <-c.done:
@@ -233,11 +234,9 @@ func (c *recordConn) watch(every time.Duration) {
 		now := mono()
 		// A tick that comes late means this process itself was stalled
 		// (starved, stopped, suspended): its reader may not have read what
-		// the peer sent meanwhile, so the silence is judged from the next
-		// tick on, once the reader has caught up.
-		judge := now-last <= 2*every
-		last = now
-		if quiet := now - time.Duration(c.lastRead.Load()); judge && quiet > c.timeout {
+		// the peer sent meanwhile, so the silence counts from it on.
+		alive.Tick(int64(now))
+		if quiet := time.Duration(alive.Silent(int64(now), c.lastRead.Load())); quiet > c.timeout {
 			c.log.Info("remote: closed a silent control connection", zap.Duration("silent", quiet), zap.Duration("peer_timeout", c.timeout))
 			_ = c.Close()
 			return

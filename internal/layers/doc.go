@@ -4,6 +4,7 @@
 //
 //	0  internal/errs, internal/spin, internal/pool, gpu/half   leaves
 //	0  internal/gate                            handshake slots a flood of strangers cannot hold
+//	0  internal/awake                           a heartbeat that does not blame its peers for its own stalls
 //	0  internal/localrank                       the local rank from the launchers' variables
 //	0  wire                                     the control plane's protobuf messages
 //	0  trace                                    per-rank timelines in the Chrome trace format

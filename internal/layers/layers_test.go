@@ -16,7 +16,7 @@ const module = "github.com/choreo-gpu/choreo/"
 
 // layer is each package's place in the import graph (see doc.go).
 var layer = map[string]int{
-	"internal/errs": 0, "internal/gate": 0, "internal/spin": 0, "gpu/half": 0, "internal/layers": 0, "internal/pool": 0,
+	"internal/errs": 0, "internal/awake": 0, "internal/gate": 0, "internal/spin": 0, "gpu/half": 0, "internal/layers": 0, "internal/pool": 0,
 	"internal/localrank": 0, "wire": 0, "trace": 0, "metrics": 0,
 	"gpu": 1, "launch": 1,
 	"metalshader": 2, "gpu/cuda/nccl": 2,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/internal/awake"
 	"github.com/choreo-gpu/choreo/internal/spin"
 	"go.uber.org/zap"
 )
@@ -47,11 +48,11 @@ type Endpoint struct {
 	wg      sync.WaitGroup
 	timer   *time.Timer
 
-	aborts   transport.Aborts      // the collectives aborted here, bounded
-	retired  transport.Retired     // the groups retired here, bounded
-	evicted  atomic.Pointer[error] // set once this rank was evicted: what its calls fail with
-	poll     spin.Adaptive         // how long a wait polls (links use it)
-	lastTick atomic.Int64          // when the heartbeat last ran (Unix nanoseconds)
+	aborts  transport.Aborts      // the collectives aborted here, bounded
+	retired transport.Retired     // the groups retired here, bounded
+	evicted atomic.Pointer[error] // set once this rank was evicted: what its calls fail with
+	poll    spin.Adaptive         // how long a wait polls (links use it)
+	alive   *awake.Clock          // the heartbeat's own stalls (Unix nanoseconds)
 
 	protoErrs, lostPeers, singleCopies atomic.Uint64
 	closeOnce                          sync.Once
@@ -77,7 +78,7 @@ func New(cfg Config, links []Link) (*Endpoint, error) {
 	}
 	e := &Endpoint{cfg: cfg, peers: make([]*Peer, cfg.Size), done: make(chan struct{})}
 	e.poll.Init(cfg.Poll)
-	e.lastTick.Store(time.Now().UnixNano())
+	e.alive = awake.New(int64(cfg.HeartbeatInterval), time.Now().UnixNano())
 	for r, l := range links {
 		if l == nil {
 			continue

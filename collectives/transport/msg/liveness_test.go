@@ -72,7 +72,9 @@ func TestSlowPeerIsNotLost(t *testing.T) {
 
 // TestLateTickJudgesNoSilence: a heartbeat that comes late (this process
 // was stalled, and may not have read what its peers sent) loses no peer,
-// however long the silence; the next, timely heartbeat does.
+// however long the silence, and restarts its count: the silence before
+// the stall is not held against the peer, which is lost only after
+// PeerTimeout more of timely heartbeats.
 func TestLateTickJudgesNoSilence(t *testing.T) {
 	const hour = time.Hour
 	g := newGroup(t, 2, transporttest.PipeConfig{},
@@ -83,8 +85,16 @@ func TestLateTickJudgesNoSilence(t *testing.T) {
 	if s := g.eps[0].Stats(); s.PeersLost != 0 {
 		t.Fatalf("a late heartbeat lost a peer: %+v", s)
 	}
-	g.eps[0].BeatAt(now.Add(4*hour), now.Add(4*hour+hour/2))
+	at := now.Add(4 * hour)
+	for i := range 3 {
+		g.eps[0].BeatAt(at, at.Add(hour))
+		at = at.Add(hour)
+		if s := g.eps[0].Stats(); s.PeersLost != 0 {
+			t.Fatalf("timely heartbeat %d, %v after the stall (timeout 3h): %+v; want no peer lost", i+1, time.Duration(i+1)*hour, s)
+		}
+	}
+	g.eps[0].BeatAt(at, at.Add(hour/2))
 	if s := g.eps[0].Stats(); s.PeersLost != 1 {
-		t.Fatalf("a timely heartbeat after 4.5 hours of silence: %+v; want the peer lost", s)
+		t.Fatalf("a timely heartbeat 3.5 hours after the stall, with the peer silent all along: %+v; want the peer lost", s)
 	}
 }
