@@ -225,6 +225,7 @@ func (c *recordConn) watch(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	alive := awake.New(int64(every), int64(mono()))
+	var silence awake.Silence
 	for {
 		select {
 		case <-c.done:
@@ -234,9 +235,8 @@ func (c *recordConn) watch(every time.Duration) {
 		now := mono()
 		// A tick that comes late means this process itself was stalled
 		// (starved, stopped, suspended): its reader may not have read what
-		// the peer sent meanwhile, so the silence counts from it on.
-		alive.Tick(int64(now))
-		if quiet := time.Duration(alive.Silent(int64(now), c.lastRead.Load())); quiet > c.timeout {
+		// the peer sent meanwhile, so that interval counts nothing.
+		if quiet := time.Duration(silence.Count(alive.Tick(int64(now)), c.lastRead.Load())); quiet > c.timeout {
 			c.log.Info("remote: closed a silent control connection", zap.Duration("silent", quiet), zap.Duration("peer_timeout", c.timeout))
 			_ = c.Close()
 			return

@@ -24,10 +24,10 @@
 // sender that gives up after the announce retracts the message.
 //
 // Liveness and eviction. The heartbeat pings idle links and checks when
-// each peer was last heard; a peer silent for PeerTimeout is lost. A
-// heartbeat that comes late (this process itself was stalled, and may not
-// have read what its peers sent) restarts the count: a peer is judged
-// only on time this process was awake to hear it. Before it loses a silent peer the
+// each peer was last heard; a peer silent for PeerTimeout is lost. The
+// interval before a heartbeat that comes late (this process itself was
+// stalled, and may not have read what its peers sent) counts nothing: a
+// peer is judged on time this process was awake to hear it. Before it loses a silent peer the
 // Endpoint sends it an eviction notice, best effort (an abort of a
 // reserved collective with the cause code transport.CauseEvicted, which
 // every link carries as it carries aborts), and closes the link a

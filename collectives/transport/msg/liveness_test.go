@@ -72,9 +72,8 @@ func TestSlowPeerIsNotLost(t *testing.T) {
 
 // TestLateTickJudgesNoSilence: a heartbeat that comes late (this process
 // was stalled, and may not have read what its peers sent) loses no peer,
-// however long the silence, and restarts its count: the silence before
-// the stall is not held against the peer, which is lost only after
-// PeerTimeout more of timely heartbeats.
+// however long the silence, and the stall counts nothing against the
+// peer, which is lost only after PeerTimeout of timely heartbeats.
 func TestLateTickJudgesNoSilence(t *testing.T) {
 	const hour = time.Hour
 	g := newGroup(t, 2, transporttest.PipeConfig{},

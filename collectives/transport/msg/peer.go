@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/choreo-gpu/choreo/collectives/transport"
+	"github.com/choreo-gpu/choreo/internal/awake"
 	"github.com/choreo-gpu/choreo/internal/spin"
 	"go.uber.org/zap"
 )
@@ -29,6 +30,7 @@ type Peer struct {
 	gone  chan struct{} // closed when lost (or closed)
 	down  atomic.Bool   // lost or closed: set with gone
 	turns chan struct{} // rendezvous sends in flight (Limits.MaxRTS)
+	quiet awake.Silence // p's silence as the heartbeat counts it (its goroutine only)
 
 	mu      sync.Mutex
 	lost    error // wraps ErrPeerLost (or is ErrClosed after Close)

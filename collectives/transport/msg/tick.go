@@ -27,8 +27,8 @@ func (e *Endpoint) tick() {
 
 func (e *Endpoint) beat(now int64) {
 	// A late tick means this process itself was stalled: its readers may
-	// not have read what its peers sent, so silence counts from it on.
-	e.alive.Tick(now)
+	// not have read what its peers sent, so that interval counts nothing.
+	t := e.alive.Tick(now)
 	for _, p := range e.peers {
 		if p == nil || p.down.Load() {
 			continue
@@ -37,7 +37,7 @@ func (e *Endpoint) beat(now int64) {
 		p.flushCredit()
 		p.mu.Unlock()
 		heard := p.link.Tick()
-		if silent := e.alive.Silent(now, heard); silent > int64(e.cfg.PeerTimeout) {
+		if silent := p.quiet.Count(t, heard); silent > int64(e.cfg.PeerTimeout) {
 			p.evict(fmt.Errorf("silent for %v (timeout %v)",
 				time.Duration(silent).Round(time.Millisecond), e.cfg.PeerTimeout), now)
 		}
