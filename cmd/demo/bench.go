@@ -233,6 +233,7 @@ func (f *benchFlags) sweep(w *world, pair func() (*world, func(), error)) error 
 				}
 			}
 		}
+		floorLines(out, ops, largest, w.size, c)
 	}
 	if slices.ContainsFunc(ops, exchangeOp) {
 		fmt.Fprintln(out, unevenNote(w.size))
