@@ -91,7 +91,9 @@ func (c *call) deviceKernels() []gpu.Command {
 	case algo.KindReduceScatter:
 		return []gpu.Command{cmd(0, n, n+r, n+r+1, lo, 0, hi-lo)}
 	case algo.KindBroadcast:
-		return []gpu.Command{cmd(d.Root, d.Root+1, n+r, n+r+1, 0, 0, d.Count)}
+		// Pushed, as the all-reduce: rank r copies its block of the root's
+		// input into every output, so the root's input is read once.
+		return []gpu.Command{cmd(d.Root, d.Root+1, n, 2*n, lo, lo, hi-lo)}
 	case algo.KindAllToAll: // equal blocks: rank q's block r lands in block q
 		blk := d.Count / n
 		cmds := make([]gpu.Command, n)
@@ -100,11 +102,9 @@ func (c *call) deviceKernels() []gpu.Command {
 		}
 		return cmds
 	case algo.KindAllGather:
-		cmds := make([]gpu.Command, n)
-		for q := range n {
-			cmds[q] = cmd(q, q+1, n+r, n+r+1, 0, q*d.Count, d.Count)
-		}
-		return cmds
+		// Pushed: rank r reads its input once and writes it into block r
+		// of every output.
+		return []gpu.Command{cmd(r, r+1, n, 2*n, 0, r*d.Count, d.Count)}
 	}
 	return nil
 }
