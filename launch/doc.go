@@ -50,7 +50,11 @@
 // exited: Run returns nil when at least one rank exited 0 and every rank
 // still running when the first did so exited 0 as well. A rank that fails
 // before it called Joined, or after the first success, ends the launch as
-// above. Ranks are not restarted.
+// above. An elastic launch restarts no rank.
+//
+// A launch with Spec.MaxRestarts starts every rank again when it fails,
+// up to that many times (one node, not elastic): each start under a run
+// of its own, its ranks told the count in CHOREO_RESTART_COUNT.
 //
 // Output comes back line by line (never two ranks' lines mixed within
 // one), each led by "[rank] " with Spec.TagOutput, or into one file per

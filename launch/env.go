@@ -22,6 +22,9 @@ const (
 	EnvCoordinator = "CHOREO_COORDINATOR" // rank 0's control-plane host:port
 	EnvSecret      = "CHOREO_SECRET"      // the ranks' shared secret
 	EnvRun         = "CHOREO_RUN"         // the run's name
+	// EnvRestartCount is how many times the launch started its ranks
+	// again before this start (Spec.MaxRestarts): 0 the first time.
+	EnvRestartCount = "CHOREO_RESTART_COUNT"
 	// EnvHostfile is the older way to give every rank's address up front
 	// (a JSON list of host:port); a launcher removes it from what its
 	// ranks inherit, since it would win over EnvCoordinator.

@@ -42,7 +42,7 @@ func Run(s Spec) error {
 	if len(s.Hosts) > 0 {
 		return runHosts(s)
 	}
-	return runNode(s)
+	return runRestarting(s)
 }
 
 // reportPrefix leads the line in which a node started over SSH reports

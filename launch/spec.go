@@ -98,6 +98,18 @@ type Spec struct {
 	// Lost, if set, is called (from the supervising goroutine) with each
 	// rank an elastic launch loses, as it is lost.
 	Lost func(Loss)
+	// MaxRestarts, if positive, starts every rank again when the launch
+	// fails (a rank exited unsuccessfully: ErrFailed), up to this many
+	// times, as torchrun's --max-restarts does: the whole group starts
+	// over, under a new run name unless Run is set, and each rank finds
+	// the count in CHOREO_RESTART_COUNT (0 the first time) to resume from
+	// its own checkpoint. An interruption or the deadline (which counts
+	// from the first start) ends the launch.
+	// On one node, without Elastic.
+	MaxRestarts int
+	// Restarting, if set, is called before each restart with its number
+	// (1 for the first) and the failure that caused it.
+	Restarting func(n int, cause error)
 
 	// agent: this node was started by another launcher over SSH: a chosen
 	// coordinator port is reported on Stdout before any rank starts.
@@ -155,6 +167,12 @@ func (s Spec) withDefaults() (Spec, error) {
 		return s, bad("the secret has %d bytes, want at least %d", len(s.Secret), minSecret)
 	case s.NNodes > 1 && len(s.Hosts) == 0 && s.Secret == "":
 		return s, bad("%d nodes need one secret: set CHOREO_SECRET (the same on every node, at least %d bytes)", s.NNodes, minSecret)
+	case s.MaxRestarts < 0:
+		return s, bad("%d restarts", s.MaxRestarts)
+	case s.MaxRestarts > 0 && s.NNodes > 1:
+		return s, bad("restarts of a launch over %d nodes: every node's ranks would have to start over together; restart the launchers instead", s.NNodes)
+	case s.MaxRestarts > 0 && s.Elastic:
+		return s, bad("restarts of an elastic launch: its survivors go on, and a restarted rank cannot join their running group")
 	case s.NNodes > 1 && len(s.Hosts) == 0 && !s.agent && hasNoPort(s.Coordinator):
 		return s, bad("%d nodes need the coordinator's host:port (rank 0's, on node 0), the same on every node", s.NNodes)
 	}

@@ -166,6 +166,26 @@ func TestChoreorunFourRanks(t *testing.T) {
 	wantRanks(t, p.stdout.String(), 4, "choreo", true, 0, 1, 2, 3)
 }
 
+// With --max-restarts 1, a rank that dies after its group formed ends the
+// first start (the others fail with the lost peer); choreorun says it
+// restarts every rank, and the second start (CHOREO_RESTART_COUNT 1)
+// all-reduces correctly and exits 0.
+func TestChoreorunMaxRestarts(t *testing.T) {
+	choreorun, prog := binaries(t)
+	p := startProc(t, 3*time.Minute, nil, choreorun, "-n", "3", "--max-restarts", "1", "--tag-output",
+		"--env", "ALLREDUCE_DIE_AFTER_JOIN=2", prog)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit status %d\n%s", code, p)
+	}
+	if want := regexp.MustCompile(`(?m)^choreorun: restart 1 of 1, every rank: rank \d exited 1 after `); !want.MatchString(p.stderr.String()) {
+		t.Errorf("no restart line matching %v\n%s", want, p)
+	}
+	if n := strings.Count(p.stderr.String(), "[2] allreduce: dying on purpose"); n != 1 {
+		t.Errorf("rank 2 died %d times, want once (on the first start)\n%s", n, p)
+	}
+	wantRanks(t, p.stdout.String(), 3, "choreo", true, 0, 1, 2)
+}
+
 // Two choreoruns on one machine, each a node of two ranks, as torchrun's
 // nodes meet: the same coordinator and secret, each its node rank.
 func TestChoreorunTwoNodes(t *testing.T) {

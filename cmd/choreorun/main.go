@@ -42,6 +42,14 @@
 // exited 0 and every rank still running when the first did so exited 0
 // too. A rank that fails before it joined stops the launch as without
 // --elastic. Lost ranks are not restarted.
+//
+// With --max-restarts N (one host, not with --elastic), a launch that
+// fails starts every rank again, up to N times, as torchrun's does: a line
+// says so ("choreorun: restart 1 of 3, every rank: rank 2 exited 1 ..."),
+// each start has a run of its own, and its ranks find the count in
+// CHOREO_RESTART_COUNT (0 the first time) to resume from their own
+// checkpoints. Ctrl-C and --deadline (counted from the first start) end
+// the launch for good.
 package main
 
 import (
@@ -76,6 +84,7 @@ type cli struct {
 	Grace        time.Duration `default:"3s" help:"How long a rank asked to stop may take before it is killed."`
 	Deadline     time.Duration `help:"Stop every rank after this long; 0: no limit."`
 	Elastic      bool          `help:"Go on when a rank that has joined its group dies or fails (the others shrink their group): print a line for it and end when every rank has exited (not with --hosts)."`
+	MaxRestarts  int           `name:"max-restarts" help:"Start every rank again when one fails, up to this many times (CHOREO_RESTART_COUNT tells each start's ranks the count); one host, not with --elastic."`
 	Agent        bool          `hidden:"" help:"Run as a node started over ssh: the launch's variables on standard input."`
 	PeerLostExit int           `name:"peer-lost-exit" hidden:"" help:"The exit status of a rank that only lost a peer."`
 	Command      []string      `arg:"" optional:"" passthrough:"" name:"program" help:"The program each rank runs, and its arguments ('--' before it ends choreorun's flags)."`
@@ -129,6 +138,11 @@ func (c *cli) launch(spec launch.Spec, stdin io.Reader, stdout, stderr io.Writer
 	if spec.Elastic {
 		spec.Lost = func(l launch.Loss) { fmt.Fprintln(stderr, launch.VerdictPrefix+l.String()) }
 	}
+	if spec.MaxRestarts > 0 {
+		spec.Restarting = func(n int, cause error) {
+			fmt.Fprintf(stderr, "%srestart %d of %d, every rank: %s\n", launch.VerdictPrefix, n, spec.MaxRestarts, oneLine(cause))
+		}
+	}
 	if c.Agent {
 		err = launch.RunNode(spec, stdin)
 	} else {
@@ -153,7 +167,7 @@ func (c *cli) spec() (launch.Spec, error) {
 	s := launch.Spec{Argv: c.Command, Coordinator: c.Coordinator, NodeRank: c.NodeRank, NNodes: c.NNodes,
 		TagOutput: c.TagOutput, LogDir: c.LogDir, Grace: c.Grace, Deadline: c.Deadline,
 		PeerLostExit: c.PeerLostExit, Secret: os.Getenv(launch.EnvSecret), Run: os.Getenv(launch.EnvRun),
-		Elastic: c.Elastic}
+		Elastic: c.Elastic, MaxRestarts: c.MaxRestarts}
 	if len(s.Argv) > 0 && s.Argv[0] == "--" {
 		s.Argv = s.Argv[1:]
 	}
@@ -166,6 +180,14 @@ func (c *cli) spec() (launch.Spec, error) {
 	}
 	if c.Elastic && len(hosts) > 0 {
 		return s, errors.New("--elastic with --hosts or --hostfile: run one choreorun --elastic on each host instead (--nnodes, --node-rank)")
+	}
+	switch {
+	case c.MaxRestarts < 0:
+		return s, fmt.Errorf("--max-restarts %d: want 0 or more", c.MaxRestarts)
+	case c.MaxRestarts > 0 && c.Elastic:
+		return s, errors.New("--max-restarts with --elastic: a restarted rank cannot join its running group yet; use one or the other")
+	case c.MaxRestarts > 0 && (len(hosts) > 0 || c.NNodes > 1):
+		return s, errors.New("--max-restarts on several hosts: every host's ranks would have to start over together; restart the launchers instead")
 	}
 	s.Hosts = hosts
 	nodes := max(c.NNodes, 1)

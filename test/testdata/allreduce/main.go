@@ -5,8 +5,10 @@
 // checks every element. The integration tests launch it.
 //
 // For the tests: ALLREDUCE_FAIL_RANK=r makes rank r fail before it joins,
-// with a long last line; ALLREDUCE_PID_DIR=dir has each rank write its
-// pid to dir/<rank> first.
+// with a long last line; ALLREDUCE_DIE_AFTER_JOIN=r makes rank r exit 1
+// right after it joined, on a launch's first start only
+// (CHOREO_RESTART_COUNT 0 or unset); ALLREDUCE_PID_DIR=dir has each rank
+// write its pid to dir/<rank> first.
 package main
 
 import (
@@ -60,6 +62,10 @@ func run() error {
 		return err
 	}
 	defer func() { _ = g.Close() }()
+	if n := os.Getenv("CHOREO_RESTART_COUNT"); os.Getenv("ALLREDUCE_DIE_AFTER_JOIN") == strconv.Itoa(cfg.Rank) && (n == "" || n == "0") {
+		fmt.Fprintln(os.Stderr, "allreduce: dying on purpose after the join")
+		os.Exit(1)
+	}
 	s, err := streams.NewGPU(rt, dev)
 	if err != nil {
 		return err

@@ -1,0 +1,136 @@
+package launch
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a Stdout the ranks' lines may reach from several
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// failsUntil is a rank program: each rank prints its start (the restart
+// count and the run), and rank 1 fails on the starts before the given one.
+func failsUntil(start string) []string {
+	return []string{"sh", "-c", `echo "start $CHOREO_RESTART_COUNT $CHOREO_RUN"; ` +
+		`if [ "$CHOREO_RANK" = 1 ] && [ "$CHOREO_RESTART_COUNT" -lt ` + start + ` ]; then exit 3; fi`}
+}
+
+var startLine = regexp.MustCompile(`(?m)^start (\d+) (\S+)$`)
+
+// starts is each start's runs, by restart count, from the ranks' lines.
+func starts(out string) map[string][]string {
+	m := map[string][]string{}
+	for _, l := range startLine.FindAllStringSubmatch(out, -1) {
+		m[l[1]] = append(m[l[1]], l[2])
+	}
+	return m
+}
+
+// TestRestartsUntilTheRanksSucceed: a launch whose rank 1 fails on its
+// first two starts, with three restarts allowed, starts every rank three
+// times (counts 0, 1, 2, each start under a run name of its own) and
+// succeeds; Restarting hears of restarts 1 and 2, each with the failure.
+func TestRestartsUntilTheRanksSucceed(t *testing.T) {
+	var out lockedBuffer
+	var heard []int
+	err := Run(Spec{Argv: failsUntil("2"), NProcPerNode: 2, MaxRestarts: 3, Stdout: &out, Stderr: &out,
+		Restarting: func(n int, cause error) {
+			if !errors.Is(cause, ErrFailed) || !strings.Contains(cause.Error(), "rank 1 exited 3") {
+				t.Errorf("restart %d for %v, want rank 1's failure", n, cause)
+			}
+			heard = append(heard, n)
+		}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !slices.Equal(heard, []int{1, 2}) {
+		t.Errorf("Restarting heard %v, want [1 2]", heard)
+	}
+	s := starts(out.String())
+	runs := map[string]bool{}
+	for _, c := range []string{"0", "1", "2"} {
+		if len(s[c]) != 2 || s[c][0] != s[c][1] {
+			t.Fatalf("start %s: runs %v, want both ranks under one run\n%s", c, s[c], out.String())
+		}
+		runs[s[c][0]] = true
+	}
+	if len(s) != 3 || len(runs) != 3 {
+		t.Errorf("starts %v: want three, each under a run of its own", s)
+	}
+}
+
+// TestRestartsRunOut is the twin: with one restart allowed the same launch
+// starts twice and fails with rank 1's failure of the second start.
+func TestRestartsRunOut(t *testing.T) {
+	var out lockedBuffer
+	restarts := 0
+	err := Run(Spec{Argv: failsUntil("2"), NProcPerNode: 2, MaxRestarts: 1, Stdout: &out, Stderr: &out,
+		Restarting: func(int, error) { restarts++ }})
+	var ee *ExitError
+	if !errors.Is(err, ErrFailed) || !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(err.Error(), "rank 1 exited 3") {
+		t.Fatalf("%v, want rank 1's failure (exit 1)\n%s", err, out.String())
+	}
+	if s := starts(out.String()); restarts != 1 || len(s) != 2 || len(s["1"]) != 2 {
+		t.Errorf("%d restarts, starts %v: want 1 restart, starts 0 and 1 of both ranks", restarts, s)
+	}
+}
+
+// TestRestartsStopAtAnInterruption: a signal ends the launch for good.
+func TestRestartsStopAtAnInterruption(t *testing.T) {
+	var out lockedBuffer
+	sig := make(chan os.Signal, 1)
+	started := make(chan struct{}, 4)
+	err := Run(Spec{Argv: []string{"sh", "-c", "exec sleep 60"}, NProcPerNode: 2, MaxRestarts: 3, Grace: time.Second,
+		Stdout: &out, Stderr: &out, Signals: sig, Started: func([]int) {
+			started <- struct{}{}
+			sig <- syscall.SIGINT
+		}})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("%v, want ErrInterrupted", err)
+	}
+	if len(started) != 1 {
+		t.Errorf("%d starts, want 1", len(started))
+	}
+}
+
+// TestRestartsChecks: restarts are refused where they cannot work.
+func TestRestartsChecks(t *testing.T) {
+	secret := strings.Repeat("s", 16)
+	for _, c := range []struct {
+		s    Spec
+		want string
+	}{
+		{Spec{Argv: []string{"x"}, NProcPerNode: 1, MaxRestarts: -1}, "-1 restarts"},
+		{Spec{Argv: []string{"x"}, NProcPerNode: 1, MaxRestarts: 1, NNodes: 2, Secret: secret, Coordinator: "127.0.0.1:1"}, "over 2 nodes"},
+		{Spec{Argv: []string{"x"}, NProcPerNode: 1, MaxRestarts: 1, Elastic: true}, "elastic"},
+	} {
+		err := Run(c.s)
+		if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want ErrBadArgument mentioning %q", c.s, err, c.want)
+		}
+	}
+}
