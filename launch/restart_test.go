@@ -33,19 +33,21 @@ func (l *lockedBuffer) String() string {
 }
 
 // failsUntil is a rank program: each rank prints its start (the restart
-// count and the run), and rank 1 fails on the starts before the given one.
+// count, its rank and the run), and rank 1 fails on the starts before the
+// given one (its peer may be stopped before it prints).
 func failsUntil(start string) []string {
-	return []string{"sh", "-c", `echo "start $CHOREO_RESTART_COUNT $CHOREO_RUN"; ` +
+	return []string{"sh", "-c", `echo "start $CHOREO_RESTART_COUNT $CHOREO_RANK $CHOREO_RUN"; ` +
 		`if [ "$CHOREO_RANK" = 1 ] && [ "$CHOREO_RESTART_COUNT" -lt ` + start + ` ]; then exit 3; fi`}
 }
 
-var startLine = regexp.MustCompile(`(?m)^start (\d+) (\S+)$`)
+var startLine = regexp.MustCompile(`(?m)^start (\d+) (\d+) (\S+)$`)
 
-// starts is each start's runs, by restart count, from the ranks' lines.
-func starts(out string) map[string][]string {
-	m := map[string][]string{}
+// starts is, by restart count, the run each rank printed, from the ranks'
+// lines ("count rank" keys).
+func starts(out string) map[string]string {
+	m := map[string]string{}
 	for _, l := range startLine.FindAllStringSubmatch(out, -1) {
-		m[l[1]] = append(m[l[1]], l[2])
+		m[l[1]+" "+l[2]] = l[3]
 	}
 	return m
 }
@@ -73,13 +75,13 @@ func TestRestartsUntilTheRanksSucceed(t *testing.T) {
 	s := starts(out.String())
 	runs := map[string]bool{}
 	for _, c := range []string{"0", "1", "2"} {
-		if len(s[c]) != 2 || s[c][0] != s[c][1] {
-			t.Fatalf("start %s: runs %v, want both ranks under one run\n%s", c, s[c], out.String())
+		if s[c+" 1"] == "" {
+			t.Fatalf("rank 1 did not start at restart count %s\n%s", c, out.String())
 		}
-		runs[s[c][0]] = true
+		runs[s[c+" 1"]] = true
 	}
-	if len(s) != 3 || len(runs) != 3 {
-		t.Errorf("starts %v: want three, each under a run of its own", s)
+	if s["2 0"] != s["2 1"] || s["3 1"] != "" || len(runs) != 3 {
+		t.Errorf("starts %v: want three, each under a run of its own, the last of both ranks", s)
 	}
 }
 
@@ -94,8 +96,8 @@ func TestRestartsRunOut(t *testing.T) {
 	if !errors.Is(err, ErrFailed) || !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(err.Error(), "rank 1 exited 3") {
 		t.Fatalf("%v, want rank 1's failure (exit 1)\n%s", err, out.String())
 	}
-	if s := starts(out.String()); restarts != 1 || len(s) != 2 || len(s["1"]) != 2 {
-		t.Errorf("%d restarts, starts %v: want 1 restart, starts 0 and 1 of both ranks", restarts, s)
+	if s := starts(out.String()); restarts != 1 || s["0 1"] == "" || s["1 1"] == "" || s["0 1"] == s["1 1"] || s["2 1"] != "" {
+		t.Errorf("%d restarts, starts %v: want 1 restart, rank 1 started twice under two runs", restarts, s)
 	}
 }
 
