@@ -195,6 +195,14 @@ func (e *Evict) Parent(t *testing.T, ep *msg.Endpoint, c *Child) {
 			t.Fatalf("the parent lost its child, stopped %v of a %v timeout: %+v", plan.Pause, plan.PeerTimeout, s)
 		}
 	}
+	e.childAfter(t, c, want)
+}
+
+// childAfter checks what the child reported after its stop (want: the
+// class of its Recv and Send) and lets it end.
+func (e *Evict) childAfter(t *testing.T, c *Child, want string) {
+	t.Helper()
+	plan := e.Plan
 	if plan.Busy {
 		line, ok := c.Line("BUSY ", processBound)
 		if !ok || !strings.HasPrefix(line, "BUSY OK ") && !strings.HasPrefix(line, "BUSY Evicted ") {
