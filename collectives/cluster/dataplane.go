@@ -14,6 +14,7 @@ import (
 	"github.com/choreo-gpu/choreo/collectives/transport/msg"
 	"github.com/choreo-gpu/choreo/internal/errs"
 	"github.com/choreo-gpu/choreo/internal/spin"
+	"go.uber.org/zap"
 )
 
 // dataPlane is a transport a peer can be declared lost on.
@@ -242,13 +243,21 @@ func connectLinks(ctx context.Context, r *readied, plan linkPlan, roster Roster,
 }
 
 // connectDataPlane builds rank's data plane over roster: a link per peer
-// by plan's carriers, under one message layer.
-func (c JoinConfig) connectDataPlane(ctx context.Context, r *readied, roster Roster, plan linkPlan, pt time.Duration) (dataPlane, error) {
+// by plan's carriers, under one message layer, which logs its losses of
+// peers to log. A peer not heard yet has until ctx's deadline (the
+// Join's) to start its message layer: the ranks finish connecting at
+// different times, and a large group on a loaded host takes seconds.
+func (c JoinConfig) connectDataPlane(ctx context.Context, r *readied, roster Roster, plan linkPlan, pt time.Duration, log *zap.Logger) (dataPlane, error) {
 	links, err := connectLinks(ctx, r, plan, roster, c.setup(roster, pt))
 	if err != nil {
 		return nil, err
 	}
-	e, err := msg.New(c.endpointConfig(roster, plan, pt), links)
+	ec := c.endpointConfig(roster, plan, pt)
+	if d, ok := ctx.Deadline(); ok {
+		ec.StartTimeout = max(pt, time.Until(d))
+	}
+	ec.Logger = log
+	e, err := msg.New(ec, links)
 	if err != nil {
 		for _, l := range links {
 			if l != nil {

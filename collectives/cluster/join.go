@@ -118,7 +118,7 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...colle
 		node.Close("transport mismatch")
 		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
 	}
-	t, err := cfg.connectDataPlane(cctx, carriers, roster, plan, peerTimeout)
+	t, err := cfg.connectDataPlane(cctx, carriers, roster, plan, peerTimeout, rt.Logger())
 	node.StopProbes()
 	if err == nil {
 		err = peers.attach(t)

@@ -131,7 +131,7 @@ func (b *builder) acceptOne(ctx context.Context, g *guest) error {
 		stop()
 		return err
 	}
-	if err := b.settle(hctx, &l, stop); err != nil {
+	if err := b.settle(ctx, hctx, &l, stop); err != nil {
 		b.unreserve(l.Peer, l.Index)
 		return err
 	}

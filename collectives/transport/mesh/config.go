@@ -60,8 +60,10 @@ type Config struct {
 	Hello      []byte
 	CheckHello func(rank int, hello []byte) error
 	// Setup, if set, runs on both sides of each connection once both have
-	// proved the secret, under the handshake's deadline (Link.Dialed tells
-	// which side this is): what it makes it keeps in Link.Extra, closed
+	// proved the secret, under Connect's context, not the handshake's
+	// deadline (Link.Dialed tells which side this is; a loaded host may
+	// take seconds, and a dialer that gave up after its acceptor had kept
+	// the link would leave it dead): what it makes it keeps in Link.Extra, closed
 	// with the connection if Connect fails. An error closes the
 	// connection, which the dialer dials again.
 	Setup func(ctx context.Context, l *Link) error

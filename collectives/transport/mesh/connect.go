@@ -219,18 +219,27 @@ func (b *builder) missing() (string, []any) {
 	return strings.Join(out, ", "), why
 }
 
-// settle runs Config.Setup on an authenticated link, under ctx (the
-// handshake's bound, which stop ends), and attaches it. On failure it
-// closes what Setup made; the caller closes the connection.
-func (b *builder) settle(ctx context.Context, l *Link, stop func() bool) error {
+// settle runs Config.Setup on an authenticated link and attaches it. The
+// handshake's bound (hctx, which stop ends) covers the authentication
+// only: Setup runs under ctx, the whole mesh's, since both ends know the
+// secret by then and a loaded host can take seconds to set a pair up; a
+// dialer that gave up there after its acceptor had kept the link would
+// leave the acceptor, its mesh complete, a link nobody reads. On failure
+// it closes what Setup made; the caller closes the connection.
+func (b *builder) settle(ctx, hctx context.Context, l *Link, stop func() bool) error {
+	if !stop() {
+		return transport.CtxError(hctx)
+	}
 	var err error
 	if b.cfg.Setup != nil {
+		_ = l.Conn.SetDeadline(time.Time{}) // the handshake's
+		unbound := bound(ctx, l.Conn)
 		if err = b.cfg.Setup(ctx, l); err != nil {
 			err = fmt.Errorf("setup: %w", err)
 		}
-	}
-	if !stop() && err == nil {
-		err = transport.CtxError(ctx)
+		if !unbound() && err == nil {
+			err = transport.CtxError(ctx)
+		}
 	}
 	if err == nil {
 		err = l.Conn.SetDeadline(time.Time{})

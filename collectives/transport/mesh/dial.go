@@ -66,7 +66,7 @@ func (b *builder) dialOne(ctx context.Context, p, i int) error {
 	stop := bound(hctx, nc)
 	l, err := b.dialHandshake(nc, p, i)
 	if err == nil {
-		err = b.settle(hctx, &l, stop)
+		err = b.settle(ctx, hctx, &l, stop)
 	} else {
 		stop()
 	}

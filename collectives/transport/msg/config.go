@@ -11,13 +11,18 @@ import (
 // Config is one rank's message layer: Rank and Size, the Name its errors
 // start with (default "msg"), and MaxBuffered, PeerTimeout and
 // HeartbeatInterval as in Setup (a peer that overruns MaxBuffered breaks
-// the protocol). Poll is the most a wait polls before it parks (see
-// internal/spin; 0: never). Logger, if set, logs the loss of peers.
+// the protocol). StartTimeout is how long a peer may stay silent before
+// this rank first hears it (default and at least PeerTimeout): the ranks
+// of a group finish connecting at different times, and a peer says
+// nothing until its own Endpoint starts. Poll is the most a wait polls
+// before it parks (see internal/spin; 0: never). Logger, if set, logs the
+// loss of peers.
 type Config struct {
 	Rank, Size        int
 	Name              string
 	MaxBuffered       int
 	PeerTimeout       time.Duration
+	StartTimeout      time.Duration
 	HeartbeatInterval time.Duration
 	Poll              time.Duration
 	Logger            *zap.Logger
@@ -41,6 +46,8 @@ func (c Config) check(links []Link) error {
 			c.HeartbeatInterval, c.PeerTimeout)
 	case c.Poll < 0:
 		return bad("Poll %v", c.Poll)
+	case c.StartTimeout < 0:
+		return bad("StartTimeout %v", c.StartTimeout)
 	}
 	for r, l := range links {
 		if r != c.Rank && l == nil {

@@ -24,7 +24,9 @@
 // sender that gives up after the announce retracts the message.
 //
 // Liveness and eviction. The heartbeat pings idle links and checks when
-// each peer was last heard; a peer silent for PeerTimeout is lost. The
+// each peer was last heard; a peer silent for PeerTimeout is lost (for
+// StartTimeout, when longer, until it is first heard: a peer that is still
+// connecting to its other peers has not started its Endpoint). The
 // interval before a heartbeat that comes late (this process itself was
 // stalled, and may not have read what its peers sent) counts nothing: a
 // peer is judged on time this process was awake to hear it. Before it loses a silent peer the

@@ -96,6 +96,13 @@ func New(cfg Config, links []Link) (*Endpoint, error) {
 			p.link.Start(p)
 		}
 	}
+	// When each peer was heard as this Endpoint starts (a first heartbeat,
+	// which also pings it): a later reading means the peer's Endpoint runs.
+	for _, p := range e.peers {
+		if p != nil {
+			p.first = p.link.Tick()
+		}
+	}
 	e.gmu.Lock()
 	if cfg.Size > 1 {
 		e.timer = time.AfterFunc(cfg.HeartbeatInterval, e.tick)

@@ -97,3 +97,68 @@ func TestLateTickJudgesNoSilence(t *testing.T) {
 		t.Fatalf("a timely heartbeat 3.5 hours after the stall, with the peer silent all along: %+v; want the peer lost", s)
 	}
 }
+
+// beatHours runs rank e's heartbeat once an hour after at, hours times,
+// and returns the time of the last.
+func beatHours(e *msg.Endpoint, at time.Time, hours int) time.Time {
+	for range hours {
+		e.BeatAt(at, at.Add(time.Hour))
+		at = at.Add(time.Hour)
+	}
+	return at
+}
+
+// TestPeerNotYetHeardHasStartTimeout: a peer this rank has not heard since
+// its Endpoint started (it may still be connecting to its other peers) is
+// lost only after StartTimeout, not after PeerTimeout.
+func TestPeerNotYetHeardHasStartTimeout(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	links := transporttest.Pipes(2, transporttest.PipeConfig{})
+	transporttest.AsPipe(links[1][0]).Mute(true) // rank 1 says nothing, not even as it starts
+	cfg := msg.Config{Size: 2, MaxBuffered: transporttest.DefaultPipe.Window,
+		PeerTimeout: 3 * time.Hour, StartTimeout: 10 * time.Hour, HeartbeatInterval: time.Hour}
+	var eps [2]*msg.Endpoint
+	for r := range eps {
+		c := cfg
+		c.Rank = r
+		e, err := msg.New(c, links[r])
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps[r] = e
+	}
+	defer func() {
+		for _, e := range eps {
+			_ = e.Close()
+		}
+		goleak.VerifyNone(t, ignore)
+	}()
+	at := beatHours(eps[0], time.Now(), 10)
+	if s := eps[0].Stats(); s.PeersLost != 0 {
+		t.Fatalf("a peer not heard yet, silent 10 h of a 10 h start timeout (peer timeout 3 h): %+v; want it kept", s)
+	}
+	beatHours(eps[0], at, 1)
+	if s := eps[0].Stats(); s.PeersLost != 1 {
+		t.Fatalf("a peer not heard yet, silent 11 h of a 10 h start timeout: %+v; want it lost", s)
+	}
+}
+
+// TestPeerHeardHasPeerTimeout is the twin: once heard, a peer that falls
+// silent is lost after PeerTimeout, whatever StartTimeout.
+func TestPeerHeardHasPeerTimeout(t *testing.T) {
+	g := newGroup(t, 2, transporttest.PipeConfig{},
+		msg.Config{PeerTimeout: 3 * time.Hour, StartTimeout: 10 * time.Hour, HeartbeatInterval: time.Hour})
+	at := beatHours(g.eps[0], time.Now(), 1)
+	ctx := ctxOf(t, transporttest.Long)
+	if err := g.eps[1].Send(ctx, 0, tagOf(12, 1), []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.eps[0].Recv(ctx, 1, tagOf(12, 1), make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	g.pipe(1, 0).Mute(true)
+	beatHours(g.eps[0], at, 3)
+	if s := g.eps[0].Stats(); s.PeersLost != 1 {
+		t.Fatalf("a peer heard once, then silent past the 3 h peer timeout: %+v; want it lost", s)
+	}
+}

@@ -37,9 +37,16 @@ func (e *Endpoint) beat(now int64) {
 		p.flushCredit()
 		p.mu.Unlock()
 		heard := p.link.Tick()
-		if silent := p.quiet.Count(t, heard); silent > int64(e.cfg.PeerTimeout) {
+		limit := e.cfg.PeerTimeout
+		if heard > p.first {
+			p.spoke = true
+		}
+		if !p.spoke {
+			limit = max(limit, e.cfg.StartTimeout) // it may not have started yet
+		}
+		if silent := p.quiet.Count(t, heard); silent > int64(limit) {
 			p.evict(fmt.Errorf("silent for %v (timeout %v)",
-				time.Duration(silent).Round(time.Millisecond), e.cfg.PeerTimeout), now)
+				time.Duration(silent).Round(time.Millisecond), limit), now)
 		}
 	}
 }
