@@ -22,8 +22,8 @@ func runRestarting(s Spec) error {
 	for n := 0; ; n++ {
 		start := s
 		start.Env = append(slices.Clip(s.Env), EnvRestartCount+"="+strconv.Itoa(n))
-		if !end.IsZero() {
-			start.Deadline = max(time.Until(end), time.Millisecond)
+		if n > 0 && !end.IsZero() {
+			start.Deadline = max(time.Until(end).Round(time.Millisecond), time.Millisecond)
 		}
 		err := runNode(start)
 		if err == nil || n >= s.MaxRestarts || !errors.Is(err, ErrFailed) || !end.IsZero() && time.Now().After(end) {

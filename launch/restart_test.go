@@ -136,3 +136,19 @@ func TestRestartsChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartsStopAtTheDeadline: the deadline counts from the first
+// start: a rank that always fails after 200 ms, with 100 restarts allowed
+// and a 1 s deadline, ends the launch after about a second, not 20.
+func TestRestartsStopAtTheDeadline(t *testing.T) {
+	var out lockedBuffer
+	t0 := time.Now()
+	err := Run(Spec{Argv: []string{"sh", "-c", "sleep 0.2; exit 3"}, NProcPerNode: 1, MaxRestarts: 100,
+		Deadline: time.Second, Grace: time.Second, Stdout: &out, Stderr: &out})
+	if !errors.Is(err, ErrFailed) && !errors.Is(err, ErrTimeout) {
+		t.Fatalf("%v, want the rank's failure or the deadline", err)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("ended after %v, want about the 1 s deadline", d)
+	}
+}
