@@ -3,34 +3,15 @@ package launch
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// lockedBuffer is a Stdout the ranks' lines may reach from several
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // failsUntil is a rank program: each rank prints its start (the restart
 // count, its rank and the run), and rank 1 fails on the starts before the
@@ -57,9 +38,9 @@ func starts(out string) map[string]string {
 // times (counts 0, 1, 2, each start under a run name of its own) and
 // succeeds; Restarting hears of restarts 1 and 2, each with the failure.
 func TestRestartsUntilTheRanksSucceed(t *testing.T) {
-	var out lockedBuffer
+	var out bytes.Buffer // written by one start at a time, through the launch's lock
 	var heard []int
-	err := Run(Spec{Argv: failsUntil("2"), NProcPerNode: 2, MaxRestarts: 3, Stdout: &out, Stderr: &out,
+	err := Run(Spec{Argv: failsUntil("2"), NProcPerNode: 2, MaxRestarts: 3, Stdout: &out, Stderr: io.Discard,
 		Restarting: func(n int, cause error) {
 			if !errors.Is(cause, ErrFailed) || !strings.Contains(cause.Error(), "rank 1 exited 3") {
 				t.Errorf("restart %d for %v, want rank 1's failure", n, cause)
@@ -88,9 +69,9 @@ func TestRestartsUntilTheRanksSucceed(t *testing.T) {
 // TestRestartsRunOut is the twin: with one restart allowed the same launch
 // starts twice and fails with rank 1's failure of the second start.
 func TestRestartsRunOut(t *testing.T) {
-	var out lockedBuffer
+	var out bytes.Buffer // written by one start at a time, through the launch's lock
 	restarts := 0
-	err := Run(Spec{Argv: failsUntil("2"), NProcPerNode: 2, MaxRestarts: 1, Stdout: &out, Stderr: &out,
+	err := Run(Spec{Argv: failsUntil("2"), NProcPerNode: 2, MaxRestarts: 1, Stdout: &out, Stderr: io.Discard,
 		Restarting: func(int, error) { restarts++ }})
 	var ee *ExitError
 	if !errors.Is(err, ErrFailed) || !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(err.Error(), "rank 1 exited 3") {
@@ -103,11 +84,10 @@ func TestRestartsRunOut(t *testing.T) {
 
 // TestRestartsStopAtAnInterruption: a signal ends the launch for good.
 func TestRestartsStopAtAnInterruption(t *testing.T) {
-	var out lockedBuffer
 	sig := make(chan os.Signal, 1)
 	started := make(chan struct{}, 4)
 	err := Run(Spec{Argv: []string{"sh", "-c", "exec sleep 60"}, NProcPerNode: 2, MaxRestarts: 3, Grace: time.Second,
-		Stdout: &out, Stderr: &out, Signals: sig, Started: func([]int) {
+		Stdout: io.Discard, Stderr: io.Discard, Signals: sig, Started: func([]int) {
 			started <- struct{}{}
 			sig <- syscall.SIGINT
 		}})
@@ -141,10 +121,9 @@ func TestRestartsChecks(t *testing.T) {
 // start: a rank that always fails after 200 ms, with 100 restarts allowed
 // and a 1 s deadline, ends the launch after about a second, not 20.
 func TestRestartsStopAtTheDeadline(t *testing.T) {
-	var out lockedBuffer
 	t0 := time.Now()
 	err := Run(Spec{Argv: []string{"sh", "-c", "sleep 0.2; exit 3"}, NProcPerNode: 1, MaxRestarts: 100,
-		Deadline: time.Second, Grace: time.Second, Stdout: &out, Stderr: &out})
+		Deadline: time.Second, Grace: time.Second, Stdout: io.Discard, Stderr: io.Discard})
 	if !errors.Is(err, ErrFailed) && !errors.Is(err, ErrTimeout) {
 		t.Fatalf("%v, want the rank's failure or the deadline", err)
 	}

@@ -31,8 +31,7 @@ type Peer struct {
 	down  atomic.Bool   // lost or closed: set with gone
 	turns chan struct{} // rendezvous sends in flight (Limits.MaxRTS)
 	quiet awake.Silence // p's silence as the heartbeat counts it (its goroutine only)
-	first int64         // when p was heard as the Endpoint started (set by New)
-	spoke bool          // p was heard after that: its Endpoint runs (the heartbeat's goroutine only)
+	first int64         // when p was heard as the Endpoint started (set by New); heard only grows
 
 	mu      sync.Mutex
 	lost    error // wraps ErrPeerLost (or is ErrClosed after Close)

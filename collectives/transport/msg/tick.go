@@ -38,11 +38,8 @@ func (e *Endpoint) beat(now int64) {
 		p.mu.Unlock()
 		heard := p.link.Tick()
 		limit := e.cfg.PeerTimeout
-		if heard > p.first {
-			p.spoke = true
-		}
-		if !p.spoke {
-			limit = max(limit, e.cfg.StartTimeout) // it may not have started yet
+		if heard <= p.first { // not heard since this Endpoint started: it may not have started yet
+			limit = max(limit, e.cfg.StartTimeout)
 		}
 		if silent := p.quiet.Count(t, heard); silent > int64(limit) {
 			p.evict(fmt.Errorf("silent for %v (timeout %v)",
