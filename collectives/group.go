@@ -32,6 +32,7 @@ type Group struct {
 
 	mu      sync.Mutex // call order: sequence numbers and comm submission
 	seq     uint64
+	asks    uint64      // Grow's asks so far
 	sendSeq []uint64    // per destination
 	recvSeq []uint64    // per source
 	closed  bool        // no new calls: Close, or Shrink, finished the group
@@ -87,7 +88,7 @@ func newGroup(rt *actors.Runtime, t transport.Transport, id uint64, cfg config) 
 	}
 	g := &Group{rt: rt, fences: fences, t: t, comm: comm, id: id, cfg: cfg, rec: cfg.rec, met: cfg.metrics,
 		sendSeq: make([]uint64, t.Size()), recvSeq: make([]uint64, t.Size()),
-		lineage: newLineage(t, raw)}
+		lineage: newLineage(t, raw, cfg.epoch)}
 	g.watchMetrics()
 	return g, nil
 }

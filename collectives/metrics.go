@@ -121,6 +121,10 @@ func numbered(name string, k int) string {
 // the group stops it when it closes.
 func (g *Group) watchMetrics() {
 	g.cfg.name = g.nameGroup()
+	if g.epoch > 0 { // a group that joined its world at a later epoch (WithEpoch)
+		g.base = g.cfg.name
+		g.cfg.name = fmt.Sprintf("%s/epoch-%d", g.base, g.epoch)
+	}
 	if g.met == nil {
 		return
 	}

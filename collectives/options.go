@@ -45,6 +45,10 @@ type config struct {
 	hosts     []string   // WithHosts's: each rank's host identity
 	// name: the group's name (WithName's, else derived: metrics.go).
 	name string
+	// rejoiner grows the group back (grow.go); nil: it does not grow.
+	rejoiner Rejoiner
+	// epoch: WithEpoch's, the epoch of a group that joins a running world.
+	epoch uint64
 }
 
 // WithName names the group: the group label of its metrics, and the prefix

@@ -33,18 +33,19 @@ type lineage struct {
 
 // newLineage is the lineage of a group made over t (raw: t under any
 // tracing): the world itself, at epoch 0.
-func newLineage(t, raw transport.Transport) lineage {
+func newLineage(t, raw transport.Transport, epoch uint64) lineage {
 	r, _ := raw.(transport.Retirer)
 	m := make([]int, t.Size())
 	for i := range m {
 		m[i] = i
 	}
-	return lineage{root: t, retirer: r, members: m, owns: true}
+	return lineage{root: t, retirer: r, members: m, owns: true, epoch: epoch}
 }
 
-// Epoch is the number of times the group's world was shrunk to make this
-// group: 0 for a group made by New, Local, Join or Split, and its
-// predecessor's plus one for a group Shrink made.
+// Epoch is the number of times the group's world was shrunk or grown
+// back to make this group: 0 for a group made by New, Local, Join or
+// Split, its predecessor's plus one for a group Shrink or Grow made, and
+// the members' for the group of a process that took a lost rank (Join).
 func (g *Group) Epoch() uint64 { return g.epoch }
 
 // Members are this group's ranks as ranks of the world it descends from
@@ -152,6 +153,7 @@ func (g *Group) successor(epoch uint64, survivors []int) (*Group, error) {
 	cfg := g.cfg
 	cfg.hosts = hostsOf(g.cfg.hosts, survivors)
 	cfg.name = fmt.Sprintf("%s/epoch-%d", base, epoch)
+	cfg.epoch = 0 // named here
 	t := &epochTransport{subTransport{parent: g.root, ranks: members, rank: me}}
 	ng, err := newGroup(g.rt, t, derivedID("shrunk group", g.id, epoch, members...), cfg)
 	if err != nil {

@@ -75,6 +75,7 @@ func (g *Group) Split(color, key int) (*Group, error) {
 	sub := &subTransport{parent: g.t, ranks: ranks, rank: me}
 	cfg := g.cfg
 	cfg.hosts = hostsOf(g.cfg.hosts, ranks)
+	cfg.rejoiner, cfg.epoch = nil, 0 // a part of the world does not grow back to it
 	sg, err := newGroup(g.rt, sub, id, cfg)
 	if sg != nil {
 		sg.oneDevice = g.oneDevice // a subset of ranks on the one device

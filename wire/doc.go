@@ -1,7 +1,7 @@
 // Package wire holds the control plane's message types: the protobuf
 // messages ranks send each other through protoactor remoting (Hello, Roster,
-// Refused, Leave, Ping, Pong). Remoting carries only protobuf messages, and
-// a receiver must link every type a peer may send it, so every control
+// Refused, Leave, Lost, GrowAsk, GrowAnswer, Ping, Pong). Remoting carries
+// only protobuf messages, and a receiver must link every type a peer may send it, so every control
 // message lives here, in one file every process links (wire.proto).
 //
 // It imports nothing of choreo: every layer may import it.
@@ -11,8 +11,9 @@
 //
 //	go generate ./wire
 //
-// which runs protoc (3.21 or later) with protoc-gen-go v1.33.0 (the version
-// of google.golang.org/protobuf in go.mod), both found on PATH:
+// which runs buf (github.com/bufbuild/buf, a protobuf compiler written in
+// Go) with protoc-gen-go v1.33.0, both found on PATH:
 //
+//	go install github.com/bufbuild/buf/cmd/buf@v1.75.0
 //	go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.33.0
 package wire

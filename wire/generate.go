@@ -1,3 +1,3 @@
 package wire
 
-//go:generate protoc --proto_path=. --go_out=. --go_opt=paths=source_relative wire.proto
+//go:generate buf generate --template buf.gen.yaml .
