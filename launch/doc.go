@@ -50,11 +50,26 @@
 // exited: Run returns nil when at least one rank exited 0 and every rank
 // still running when the first did so exited 0 as well. A rank that fails
 // before it called Joined, or after the first success, ends the launch as
-// above. An elastic launch restarts no rank.
+// above.
 //
-// A launch with Spec.MaxRestarts starts every rank again when it fails,
-// up to that many times (one node, not elastic): each start under a run
-// of its own, its ranks told the count in CHOREO_RESTART_COUNT.
+// A launch with Spec.MaxRestarts (one node) may start ranks again, up to
+// that many times in all. Without Spec.Elastic it starts every rank again
+// when it fails, as torchrun does: each start under a run of its own, its
+// ranks told the count in CHOREO_RESTART_COUNT. An elastic launch instead
+// starts a lost rank alone again, at once, with its rank's environment
+// (the same run, coordinator and secret) and CHOREO_RESTART_COUNT the
+// number of times that rank has been started again (1 the first time):
+// it rejoins the group its survivors run on when they grow it
+// (collectives.Group.Grow), and calls Joined again. Spec.Lost hears of
+// the loss first, then Spec.RankRestarting of the restart (choreorun:
+// "restarting rank 2 (restart 1 of 3; CHOREO_RESTART_COUNT=1)"). A
+// restarted rank that dies or fails, before it rejoined or after, is lost
+// as any (the others go on) and may be started again while restarts
+// remain; each process lost counts in the verdict above, not each rank.
+// No rank is restarted once the launch is ending (an interruption, the
+// deadline, a failure, a rank that exited 0, no other rank running), and
+// rank 0 never is, nor any rank after rank 0 was lost: rank 0 hosts the
+// group's rendezvous, without which no rank can rejoin.
 //
 // Output comes back line by line (never two ranks' lines mixed within
 // one), each led by "[rank] " with Spec.TagOutput, or into one file per

@@ -30,7 +30,10 @@ const joinedTimeout = 5 * time.Second
 // The call returns once the launcher has recorded it (bounded by a few
 // seconds). Outside an elastic launch (EnvJoined unset) it does
 // nothing and returns nil. A rank that never calls it is treated as one
-// failing at start: its failure stops the launch.
+// failing at start: its failure stops the launch. A rank started again
+// in place of a lost one (EnvRestartCount above 0) calls it again once it
+// has rejoined: the report names the start it comes from, so that a
+// report of the lost process never counts for its replacement.
 func Joined() error {
 	path := os.Getenv(EnvJoined)
 	if path == "" {
@@ -40,13 +43,19 @@ func Joined() error {
 	if err != nil {
 		return fmt.Errorf("launch: joined: %s=%q: %w", EnvRank, os.Getenv(EnvRank), ErrBadArgument)
 	}
+	restart := 0
+	if v := os.Getenv(EnvRestartCount); v != "" {
+		if restart, err = strconv.Atoi(v); err != nil || restart < 0 {
+			return fmt.Errorf("launch: joined: %s=%q: %w", EnvRestartCount, v, ErrBadArgument)
+		}
+	}
 	c, err := net.DialTimeout("unix", path, joinedTimeout)
 	if err != nil {
 		return fmt.Errorf("launch: joined: %w", err)
 	}
 	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(joinedTimeout))
-	if _, err := fmt.Fprintf(c, "joined %s %d\n", os.Getenv(EnvRun), rank); err != nil {
+	if _, err := fmt.Fprintf(c, "joined %s %d %d\n", os.Getenv(EnvRun), rank, restart); err != nil {
 		return fmt.Errorf("launch: joined: %w", err)
 	}
 	ack, err := bufio.NewReader(c).ReadString('\n')
@@ -60,18 +69,24 @@ func Joined() error {
 }
 
 // joinedListener is an elastic launch's end of Joined: it records which
-// of the node's ranks have joined. Reports for another run, or for a rank
-// that is not this node's, are answered with an error and change nothing.
+// starts of the node's ranks have joined (a report is "joined RUN RANK
+// RESTART", or without RESTART, which counts as 0, the first start).
+// Reports for another run, or for a rank that is not this node's, are
+// answered with an error and change nothing.
 type joinedListener struct {
 	dir  string
 	l    net.Listener
 	run  string
 	log  *zap.Logger
 	mu   sync.Mutex
-	seen map[int]bool
+	seen map[rankStart]bool
 	want func(rank int) bool // the node's ranks
 	wg   sync.WaitGroup
 }
+
+// rankStart is one start of a rank: its first (restart 0) or its restart-th
+// replacement.
+type rankStart struct{ rank, restart int }
 
 // listenJoined listens on a new socket in a directory of its own (only
 // this user can reach it) for the ranks of run that want accepts.
@@ -85,7 +100,7 @@ func listenJoined(run string, want func(int) bool, log *zap.Logger) (*joinedList
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("launch: joined socket: %w", err)
 	}
-	j := &joinedListener{dir: dir, l: l, run: run, log: log, seen: map[int]bool{}, want: want}
+	j := &joinedListener{dir: dir, l: l, run: run, log: log, seen: map[rankStart]bool{}, want: want}
 	j.wg.Go(j.accept)
 	return j, nil
 }
@@ -93,14 +108,15 @@ func listenJoined(run string, want func(int) bool, log *zap.Logger) (*joinedList
 // path is the socket's path, for EnvJoined.
 func (j *joinedListener) path() string { return j.l.Addr().String() }
 
-// joined reports whether rank has said it joined.
-func (j *joinedListener) joined(rank int) bool {
+// joined reports whether the given start of rank (0 its first) has said
+// it joined.
+func (j *joinedListener) joined(rank, restart int) bool {
 	if j == nil {
 		return false
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.seen[rank]
+	return j.seen[rankStart{rank, restart}]
 }
 
 // accept serves reports until the listener closes.
@@ -122,23 +138,37 @@ func (j *joinedListener) serve(c net.Conn) {
 	if err != nil {
 		return
 	}
-	f := strings.Fields(line)
-	rank := -1
-	if len(f) == 3 && f[0] == "joined" && f[1] == j.run {
-		if r, err := strconv.Atoi(f[2]); err == nil && j.want(r) {
-			rank = r
-		}
-	}
-	if rank < 0 {
+	st, ok := j.parse(line)
+	if !ok {
 		j.log.Warn("joined: report refused", zap.String("report", strings.TrimSpace(line)))
 		_, _ = fmt.Fprintln(c, "refused")
 		return
 	}
 	j.mu.Lock()
-	j.seen[rank] = true
+	j.seen[st] = true
 	j.mu.Unlock()
-	j.log.Info("rank joined", zap.Int("rank", rank))
+	j.log.Info("rank joined", zap.Int("rank", st.rank), zap.Int("restart", st.restart))
 	_, _ = fmt.Fprintln(c, "ok")
+}
+
+// parse reads a report: the start it names, and whether it is one of this
+// run's ranks on this node.
+func (j *joinedListener) parse(line string) (rankStart, bool) {
+	f := strings.Fields(line)
+	if len(f) != 3 && len(f) != 4 || f[0] != "joined" || f[1] != j.run {
+		return rankStart{}, false
+	}
+	r, err := strconv.Atoi(f[2])
+	if err != nil || !j.want(r) {
+		return rankStart{}, false
+	}
+	st := rankStart{rank: r}
+	if len(f) == 4 {
+		if st.restart, err = strconv.Atoi(f[3]); err != nil || st.restart < 0 {
+			return rankStart{}, false
+		}
+	}
+	return st, true
 }
 
 // close stops listening, waits for the reports being served (each bounded

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -96,62 +94,30 @@ func runNode(s Spec) error {
 		}
 		return e.m.out.Last()
 	}
+	var j *joinedListener
 	if s.Elastic {
-		j, err := listenJoined(s.Run, func(r int) bool { return r >= base && r < base+s.NProcPerNode }, s.Log)
-		if err != nil {
+		if j, err = listenJoined(s.Run, func(r int) bool { return r >= base && r < base+s.NProcPerNode }, s.Log); err != nil {
 			return err
 		}
 		defer j.close()
 		common = append(common, EnvJoined+"="+j.path())
-		g.joined = j.joined
-		g.onLost = func(e exit, running int) {
-			l := lossOf(e, running, last(e))
-			s.Log.Warn("rank lost", zap.Int("rank", l.Rank), zap.String("status", l.Status), zap.Int("running", running))
-			if s.Lost != nil {
-				s.Lost(l)
-			}
-		}
 	}
-	term := &sink{dst: s.Stdout}
-	termErr := &sink{dst: s.Stderr}
-	width := len(strconv.Itoa(world - 1))
-	var files []*os.File
-	defer func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}()
+	ranks := newRankStarter(s, common, base, world)
+	defer ranks.close()
+	if s.Elastic {
+		e := &elastic{s: s, g: g, j: j, ranks: ranks, last: last, counts: map[int]int{}}
+		g.joined = func(m *member) bool { return j.joined(m.id, m.restart) }
+		g.onLost = e.lost
+	}
 	for local := range s.NProcPerNode {
-		rank := base + local
-		prefix := ""
-		if s.TagOutput {
-			prefix = fmt.Sprintf("[%*d] ", width, rank)
+		m, err := ranks.member(local, 0)
+		if err != nil {
+			g.abort()
+			return err
 		}
-		m := &member{id: rank}
-		if s.LogDir != "" {
-			f, err := os.Create(filepath.Join(s.LogDir, fmt.Sprintf("rank-%d.log", rank)))
-			if err != nil {
-				g.abort()
-				return fmt.Errorf("launch: rank %d: log: %w", rank, err)
-			}
-			files = append(files, f)
-			k := &sink{dst: f}
-			m.out, m.errw = newLineWriter(k, prefix), newLineWriter(k, prefix)
-		} else {
-			m.out, m.errw = newLineWriter(term, prefix), newLineWriter(termErr, prefix)
-		}
-		m.cmd = exec.Command(s.Argv[0], s.Argv[1:]...)
-		env := append(append([]string(nil), common...),
-			EnvRank+"="+strconv.Itoa(rank), EnvLocalRank+"="+strconv.Itoa(local))
-		if s.RankEnv != nil {
-			env = append(env, s.RankEnv(rank)...)
-		}
-		m.cmd.Env = append(env, s.Env...)
-		m.cmd.Stdout, m.cmd.Stderr = m.out, m.errw
-		m.stop = func(sig syscall.Signal) { _ = syscall.Kill(-m.cmd.Process.Pid, sig) } // ESRCH: it has just exited
 		if err := g.start(m); err != nil {
 			g.abort()
-			return fmt.Errorf("launch: start rank %d (%s): %w", rank, s.Argv[0], err)
+			return fmt.Errorf("launch: start rank %d (%s): %w", base+local, s.Argv[0], err)
 		}
 	}
 	if s.Started != nil {

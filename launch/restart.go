@@ -13,7 +13,8 @@ import (
 // failure while s.MaxRestarts allows (see Spec.MaxRestarts). Each start
 // makes its own secret, coordinator port and run name where s leaves them
 // to the launch, so that nothing of a failed start can reach the next;
-// the deadline counts from the first.
+// the deadline counts from the first. An elastic launch starts once: its
+// restarts are of lost ranks, within that start (elastic.lost).
 func runRestarting(s Spec) error {
 	var end time.Time
 	if s.Deadline > 0 {
@@ -26,7 +27,7 @@ func runRestarting(s Spec) error {
 			start.Deadline = max(time.Until(end).Round(time.Millisecond), time.Millisecond)
 		}
 		err := runNode(start)
-		if err == nil || n >= s.MaxRestarts || !errors.Is(err, ErrFailed) || !end.IsZero() && time.Now().After(end) {
+		if err == nil || s.Elastic || n >= s.MaxRestarts || !errors.Is(err, ErrFailed) || !end.IsZero() && time.Now().After(end) {
 			return err
 		}
 		s.Log.Warn("restarting every rank", zap.Int("restart", n+1), zap.Int("max_restarts", s.MaxRestarts), zap.Error(err))

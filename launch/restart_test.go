@@ -99,7 +99,8 @@ func TestRestartsStopAtAnInterruption(t *testing.T) {
 	}
 }
 
-// TestRestartsChecks: restarts are refused where they cannot work.
+// TestRestartsChecks: restarts are refused where they cannot work: on
+// several nodes, elastic or not.
 func TestRestartsChecks(t *testing.T) {
 	secret := strings.Repeat("s", 16)
 	for _, c := range []struct {
@@ -108,7 +109,8 @@ func TestRestartsChecks(t *testing.T) {
 	}{
 		{Spec{Argv: []string{"x"}, NProcPerNode: 1, MaxRestarts: -1}, "-1 restarts"},
 		{Spec{Argv: []string{"x"}, NProcPerNode: 1, MaxRestarts: 1, NNodes: 2, Secret: secret, Coordinator: "127.0.0.1:1"}, "over 2 nodes"},
-		{Spec{Argv: []string{"x"}, NProcPerNode: 1, MaxRestarts: 1, Elastic: true}, "elastic"},
+		{Spec{Argv: []string{"x"}, NProcPerNode: 1, MaxRestarts: 1, Elastic: true, NNodes: 2, Secret: secret, Coordinator: "127.0.0.1:1"}, "over 2 nodes"},
+		{Spec{Argv: []string{"x"}, NProcPerNode: 1, MaxRestarts: 1, Elastic: true, Hosts: []string{"a", "b"}}, "elastic launch over SSH"},
 	} {
 		err := Run(c.s)
 		if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), c.want) {

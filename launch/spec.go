@@ -83,7 +83,8 @@ type Spec struct {
 	// SIGINT and SIGTERM to this process.
 	Signals <-chan os.Signal
 	// Started, if set, is called with every rank's pid once all have
-	// started (with Hosts: every node's SSH command's).
+	// started (with Hosts: every node's SSH command's); a rank an elastic
+	// launch starts again later is not reported.
 	Started func(pids []int)
 	// Log receives the launcher's own events; default none.
 	Log *zap.Logger
@@ -94,22 +95,45 @@ type Spec struct {
 	// exited 0 and every rank still running when the first one did so
 	// exited 0 too. A rank that fails before it joined stops the launch as
 	// without Elastic. Not with Hosts (run one launcher per host instead).
+	// With MaxRestarts, a lost rank is started again (see MaxRestarts).
 	Elastic bool
 	// Lost, if set, is called (from the supervising goroutine) with each
-	// rank an elastic launch loses, as it is lost.
+	// process an elastic launch loses, as it is lost, before any restart
+	// of its rank.
 	Lost func(Loss)
-	// MaxRestarts, if positive, starts every rank again when the launch
-	// fails (a rank exited unsuccessfully: ErrFailed), up to this many
-	// times, as torchrun's --max-restarts does: the whole group starts
-	// over, under a new run name unless Run is set, and each rank finds
-	// the count in CHOREO_RESTART_COUNT (0 the first time) to resume from
-	// its own checkpoint. An interruption or the deadline (which counts
-	// from the first start) ends the launch.
-	// On one node, without Elastic.
+	// MaxRestarts, if positive, is how many times the launch may start
+	// ranks again. Without Elastic, every rank starts again when the
+	// launch fails (a rank exited unsuccessfully: ErrFailed), as
+	// torchrun's --max-restarts does: the whole group starts over, under a
+	// new run name unless Run is set, and each rank finds the count in
+	// CHOREO_RESTART_COUNT (0 the first time) to resume from its own
+	// checkpoint. An interruption or the deadline (which counts from the
+	// first start) ends the launch.
+	//
+	// With Elastic, only a lost rank starts again, at once, with its
+	// rank's environment (the same run, coordinator and secret) and
+	// CHOREO_RESTART_COUNT the number of times that rank has been started
+	// again (1 the first time), so that it rejoins the group its survivors
+	// run on (they grow it, collectives.Group.Grow); MaxRestarts counts
+	// the restarts of all ranks together. A restarted rank calls Joined
+	// again once it has rejoined; if it dies or fails, before or after,
+	// it is lost as any joined rank (the others go on) and may be started
+	// again while restarts remain. No rank is restarted once the launch is
+	// ending: after an interruption, the deadline or a failure, once a
+	// rank has exited 0, or when no other rank is running. Rank 0 is never
+	// restarted, nor any rank once rank 0 is lost: rank 0 hosts the
+	// group's rendezvous, without which no rank can rejoin.
+	//
+	// On one node either way.
 	MaxRestarts int
-	// Restarting, if set, is called before each restart with its number
-	// (1 for the first) and the failure that caused it.
+	// Restarting, if set, is called before each restart of every rank
+	// (MaxRestarts without Elastic) with its number (1 for the first) and
+	// the failure that caused it.
 	Restarting func(n int, cause error)
+	// RankRestarting, if set, is called (from the supervising goroutine)
+	// before a lost rank of an elastic launch is started again
+	// (MaxRestarts with Elastic), after Lost has heard of the loss.
+	RankRestarting func(RankRestart)
 
 	// agent: this node was started by another launcher over SSH: a chosen
 	// coordinator port is reported on Stdout before any rank starts.
@@ -171,8 +195,6 @@ func (s Spec) withDefaults() (Spec, error) {
 		return s, bad("%d restarts", s.MaxRestarts)
 	case s.MaxRestarts > 0 && s.NNodes > 1:
 		return s, bad("restarts of a launch over %d nodes: every node's ranks would have to start over together; restart the launchers instead", s.NNodes)
-	case s.MaxRestarts > 0 && s.Elastic:
-		return s, bad("restarts of an elastic launch: its survivors go on, and a restarted rank cannot join their running group")
 	case s.NNodes > 1 && len(s.Hosts) == 0 && !s.agent && hasNoPort(s.Coordinator):
 		return s, bad("%d nodes need the coordinator's host:port (rank 0's, on node 0), the same on every node", s.NNodes)
 	}

@@ -11,7 +11,10 @@ import (
 // member is one process a launcher started and supervises: a rank, or,
 // across hosts, the SSH command running a node.
 type member struct {
-	id        int // the rank, or the node
+	id int // the rank, or the node
+	// restart is which start of its rank this process is: 0 the first, n
+	// its n-th replacement in an elastic launch (its CHOREO_RESTART_COUNT).
+	restart   int
 	cmd       *exec.Cmd
 	out, errw *lineWriter
 	// stop asks it to stop (SIGTERM) or ends it (SIGKILL).
@@ -86,12 +89,15 @@ type group struct {
 	exits    chan exit
 	grace    time.Duration
 	peerLost int // PeerLostExit
-	// joined, set in an elastic launch, reports whether a member has
-	// joined its group: its failure is then a loss, not the launch's end.
-	joined func(id int) bool
+	// joined, set in an elastic launch, reports whether a member's process
+	// has joined its group: its failure is then a loss, not the launch's
+	// end.
+	joined func(m *member) bool
 	// onLost, if set, hears of each loss and of how many members are still
-	// running.
-	onLost func(e exit, running int)
+	// running. It may start a member in the lost one's place (with start)
+	// and return it, which supervise then waits for as for the others; or
+	// return nil.
+	onLost func(e exit, running int) *member
 }
 
 func newGroup(n int, grace time.Duration, peerLost int) *group {
@@ -187,11 +193,13 @@ func (o outcome) first(peerLost int) exit {
 }
 
 // isLoss reports whether the failed exit e is, in an elastic launch, a
-// loss the others go on without: its member had joined its group, no
-// member has yet succeeded (the end has not begun) and nothing is stopping
-// the launch.
+// loss the others go on without: its member had joined its group, or was
+// started in place of a lost one (the others went on without its rank
+// before it started, and go on without it as well, whether or not it
+// rejoined); no member has yet succeeded (the end has not begun) and
+// nothing is stopping the launch.
 func (g *group) isLoss(e exit, o outcome) bool {
-	return g.joined != nil && g.joined(e.m.id) && o.succeeded == 0 && len(o.failed) == 0 &&
+	return g.joined != nil && (e.m.restart > 0 || g.joined(e.m)) && o.succeeded == 0 && len(o.failed) == 0 &&
 		o.interrupted == nil && !o.timedOut
 }
 
@@ -204,7 +212,8 @@ func (g *group) isLoss(e exit, o outcome) bool {
 // failed exit. A member that fails because it lost a peer (peerLost)
 // gives the one that failed first up to peerLostWindow (at most the grace
 // period) to show itself before the rest are asked to stop. In an
-// elastic launch a member lost after it joined (isLoss) stops nothing.
+// elastic launch a member lost after it joined (isLoss) stops nothing,
+// and the member onLost starts in its place is supervised as the others.
 func (g *group) supervise(sigs <-chan os.Signal, deadline <-chan time.Time) outcome {
 	var (
 		o              outcome
@@ -239,8 +248,8 @@ func (g *group) supervise(sigs <-chan os.Signal, deadline <-chan time.Time) outc
 			}
 			if g.isLoss(e, o) {
 				o.lost = append(o.lost, e)
-				if g.onLost != nil {
-					g.onLost(e, running)
+				if g.onLost != nil && g.onLost(e, running) != nil {
+					running++
 				}
 				continue
 			}
