@@ -27,7 +27,7 @@ const exitEvicted = 4
 // elasticFlags are the elastic soak's settings (run --elastic); every rank
 // of a launch gets the same (args).
 type elasticFlags struct {
-	Elastic  bool          `help:"Soak all-reduces in an elastic group: when a rank is lost the others shrink their group (Group.Shrink) and go on, each step checked against the ranks of its epoch; the launcher goes on without the lost rank."`
+	Elastic  bool          `help:"Soak all-reduces in an elastic group: when a rank is lost the others shrink their group (Group.Shrink) and go on, each step checked against the ranks of its epoch; the launcher goes on without the lost rank. When the launcher starts the lost rank again (choreorun --elastic --max-restarts N), the group grows back to the whole world (Group.Grow) at the next step and the restarted rank takes up the soak at the others' step."`
 	Duration time.Duration `help:"With --elastic: soak for this long instead of --steps steps (the ranks agree each step whether to stop)."`
 	KillRank int           `name:"kill-rank" help:"With --elastic: the rank (in the world at start) that kills itself with SIGKILL at step --kill-at; -1: none." default:"-1"`
 	KillAt   int           `name:"kill-at" help:"The step at which --kill-rank kills itself; default: half of --steps." default:"-1"`
@@ -115,6 +115,9 @@ type soak struct {
 	g      *collectives.Group
 	s      *streams.GPU
 	start  time.Time
+	world  int  // ranks in the world at start
+	rejoin bool // this process took a lost rank: its Join gave a grown group
+	growth growth
 	shrink int   // shrinks done
 	passed int64 // checks passed
 	checks int64
@@ -139,17 +142,24 @@ func median(ds []time.Duration) time.Duration {
 // because a rank was lost (ErrPeerLost, ErrAborted, ErrStale) shrinks the
 // group (bounded by --timeout), the survivors agree on the step to resume
 // at, and the soak goes on; this rank prints the new epoch, its members
-// and the time from the failure to the next all-reduce completed. A rank
-// the group dropped (ErrEvicted) ends with exitEvicted. Each rank prints
-// its own summary. w's group is the last epoch's when soak returns.
+// and the time from the failure to the next all-reduce completed. While
+// the group lacks ranks, its members ask before each step to grow it back
+// (growBack): when the launcher started a lost rank again, the group is
+// the whole world again at the next epoch, and that process (whose Join
+// gave it the grown group) takes up the soak at rank 0's step, to end
+// with the others. A rank the group dropped (ErrEvicted) ends with
+// exitEvicted. Each rank prints its own summary. w's group is the last
+// epoch's when soak returns.
 func (f *runFlags) soak(w *world, log *zap.Logger) error {
 	dt, elems, err := f.shape()
 	if err != nil {
 		return err
 	}
-	sk := &soak{f: f, log: log, dt: dt, elems: elems, me: w.groups[0].Rank(), g: w.groups[0], s: w.s[0], start: time.Now()}
+	sk := &soak{f: f, log: log, dt: dt, elems: elems, me: w.groups[0].Rank(), g: w.groups[0], s: w.s[0], start: time.Now(),
+		world: w.size, rejoin: w.groups[0].Epoch() > 0}
+	sk.growth.fresh, sk.growth.known = sk.rejoin, !sk.rejoin // a grown group's ranks are the world's
 	defer func() { w.groups[0], w.size = sk.g, sk.g.Size() }()
-	announce := sk.me == 0 // once its first all-reduce is done: every rank has then told its launcher it joined
+	announce := sk.me == 0 && !sk.rejoin // once its first all-reduce is done: every rank has then told its launcher it joined
 	var lines *stepProgress
 	if sk.me == 0 && f.Duration == 0 {
 		lines = newStepProgress(os.Stderr, f.Steps)
@@ -163,10 +173,17 @@ func (f *runFlags) soak(w *world, log *zap.Logger) error {
 		if f.Duration == 0 && k >= f.Steps {
 			break
 		}
-		if f.KillRank == sk.me && k == f.killAt() {
-			sk.die(k)
+		var (
+			done time.Time
+			stop bool
+		)
+		k, err = sk.growBack(k)
+		if err == nil {
+			if f.KillRank == sk.me && k == f.killAt() && !sk.rejoin { // a restarted rank does not kill itself again
+				sk.die(k)
+			}
+			done, stop, err = sk.step(k)
 		}
-		done, stop, err := sk.step(k)
 		if !failedAt.IsZero() && !done.IsZero() {
 			sk.recovered(k, done, done.Sub(failedAt), cause)
 			failedAt = time.Time{}
@@ -186,13 +203,19 @@ func (f *runFlags) soak(w *world, log *zap.Logger) error {
 			}
 			continue
 		}
+		var xe *exitError
+		if errors.As(err, &xe) {
+			return err
+		}
 		if failedAt.IsZero() {
 			failedAt, cause = time.Now(), err
+			sk.growth.lost(failedAt)
 		}
 		if k, err = sk.recover(k, err); err != nil {
 			return err
 		}
 	}
+	sk.growthLine()
 	members := sk.g.Members()
 	fmt.Printf("rank %d: elastic soak done: %d steps, epoch %d (%d shrinks), members %v (rank %d of %d), checks passed %d/%d, all-reduce p50 %s\n",
 		sk.me, steps, sk.g.Epoch(), sk.shrink, members, sk.g.Rank(), sk.g.Size(), sk.passed, sk.checks, median(sk.times).Round(time.Microsecond))
