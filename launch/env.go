@@ -23,7 +23,9 @@ const (
 	EnvSecret      = "CHOREO_SECRET"      // the ranks' shared secret
 	EnvRun         = "CHOREO_RUN"         // the run's name
 	// EnvRestartCount is how many times the launch started its ranks
-	// again before this start (Spec.MaxRestarts): 0 the first time.
+	// again before this start (Spec.MaxRestarts): 0 the first time. In an
+	// elastic launch, whose restarts are of lost ranks alone, it is how
+	// many times this rank was started again: 0 for its first start.
 	EnvRestartCount = "CHOREO_RESTART_COUNT"
 	// EnvHostfile is the older way to give every rank's address up front
 	// (a JSON list of host:port); a launcher removes it from what its
