@@ -41,15 +41,29 @@
 // ends when every rank has exited, with status 0 when at least one rank
 // exited 0 and every rank still running when the first did so exited 0
 // too. A rank that fails before it joined stops the launch as without
-// --elastic. Lost ranks are not restarted.
+// --elastic.
 //
-// With --max-restarts N (one host, not with --elastic), a launch that
-// fails starts every rank again, up to N times, as torchrun's does: a line
-// says so ("choreorun: restart 1 of 3, every rank: rank 2 exited 1 ..."),
-// each start has a run of its own, and its ranks find the count in
-// CHOREO_RESTART_COUNT (0 the first time) to resume from their own
-// checkpoints. Ctrl-C and --deadline (counted from the first start) end
-// the launch for good.
+// With --max-restarts N (one host), a launch may start ranks again, up to
+// N times in all. Without --elastic, a launch that fails starts every rank
+// again, as torchrun's does: a line says so ("choreorun: restart 1 of 3,
+// every rank: rank 2 exited 1 ..."), each start has a run of its own, and
+// its ranks find the count in CHOREO_RESTART_COUNT (0 the first time) to
+// resume from their own checkpoints. Ctrl-C and --deadline (counted from
+// the first start) end the launch for good.
+//
+// With --elastic --max-restarts N, a lost rank alone starts again, at
+// once, with its rank's environment and CHOREO_RESTART_COUNT the number
+// of times that rank has been started again (1 the first time): it
+// rejoins the group the others run on when they grow it
+// (collectives.Group.Grow). A line follows the loss's ("choreorun:
+// restarting rank 2 (restart 1 of 3; CHOREO_RESTART_COUNT=1)"). A
+// restarted rank lost again, before it rejoined or after, is lost as any
+// and may be restarted while restarts remain. Rank 0 is not restarted,
+// nor any rank once rank 0 is lost, since rank 0 hosts the group's
+// rendezvous; nor is any once the launch is ending (Ctrl-C, --deadline, a
+// failure, a rank that exited 0, no other rank running). A loss that is
+// not restarted says why on a line of its own ("choreorun: rank 0 is not
+// restarted: rank 0 hosts the group's rendezvous, ...").
 package main
 
 import (
@@ -84,7 +98,7 @@ type cli struct {
 	Grace        time.Duration `default:"3s" help:"How long a rank asked to stop may take before it is killed."`
 	Deadline     time.Duration `help:"Stop every rank after this long; 0: no limit."`
 	Elastic      bool          `help:"Go on when a rank that has joined its group dies or fails (the others shrink their group): print a line for it and end when every rank has exited (not with --hosts)."`
-	MaxRestarts  int           `name:"max-restarts" help:"Start every rank again when one fails, up to this many times (CHOREO_RESTART_COUNT tells each start's ranks the count); one host, not with --elastic."`
+	MaxRestarts  int           `name:"max-restarts" help:"Start every rank again when one fails, up to this many times (CHOREO_RESTART_COUNT tells each start's ranks the count); with --elastic, start a lost rank alone again instead (this many restarts in all; its CHOREO_RESTART_COUNT counts its own). One host."`
 	Agent        bool          `hidden:"" help:"Run as a node started over ssh: the launch's variables on standard input."`
 	PeerLostExit int           `name:"peer-lost-exit" hidden:"" help:"The exit status of a rank that only lost a peer."`
 	Command      []string      `arg:"" optional:"" passthrough:"" name:"program" help:"The program each rank runs, and its arguments ('--' before it ends choreorun's flags)."`
@@ -136,9 +150,15 @@ func (c *cli) launch(spec launch.Spec, stdin io.Reader, stdout, stderr io.Writer
 	var err error
 	spec.Stdout, spec.Stderr = stdout, stderr
 	if spec.Elastic {
-		spec.Lost = func(l launch.Loss) { fmt.Fprintln(stderr, launch.VerdictPrefix+l.String()) }
+		spec.Lost = func(l launch.Loss) {
+			fmt.Fprintln(stderr, launch.VerdictPrefix+l.String())
+			if l.NoRestart != "" {
+				fmt.Fprintf(stderr, "%srank %d is not restarted: %s\n", launch.VerdictPrefix, l.Rank, l.NoRestart)
+			}
+		}
+		spec.RankRestarting = func(r launch.RankRestart) { fmt.Fprintln(stderr, launch.VerdictPrefix+r.String()) }
 	}
-	if spec.MaxRestarts > 0 {
+	if spec.MaxRestarts > 0 && !spec.Elastic {
 		spec.Restarting = func(n int, cause error) {
 			fmt.Fprintf(stderr, "%srestart %d of %d, every rank: %s\n", launch.VerdictPrefix, n, spec.MaxRestarts, oneLine(cause))
 		}
@@ -184,8 +204,6 @@ func (c *cli) spec() (launch.Spec, error) {
 	switch {
 	case c.MaxRestarts < 0:
 		return s, fmt.Errorf("--max-restarts %d: want 0 or more", c.MaxRestarts)
-	case c.MaxRestarts > 0 && c.Elastic:
-		return s, errors.New("--max-restarts with --elastic: a restarted rank cannot join its running group yet; use one or the other")
 	case c.MaxRestarts > 0 && (len(hosts) > 0 || c.NNodes > 1):
 		return s, errors.New("--max-restarts on several hosts: every host's ranks would have to start over together; restart the launchers instead")
 	}

@@ -39,7 +39,7 @@ func TestParse(t *testing.T) {
 		{[]string{"-n", "2", "--env", "NOEQ", "p"}, 0, "", "KEY=VALUE"},
 		{[]string{"p"}, 0, "", "how many ranks"},
 		{[]string{"-n", "2", "--max-restarts", "3", "p"}, 2, "p", ""},
-		{[]string{"-n", "2", "--max-restarts", "1", "--elastic", "p"}, 0, "", "with --elastic"},
+		{[]string{"-n", "2", "--max-restarts", "1", "--elastic", "p"}, 2, "p", ""},
 		{[]string{"-n", "2", "--max-restarts=-1", "p"}, 0, "", "want 0 or more"},
 		{[]string{"-n", "4", "--max-restarts", "1", "--hosts", "a,b", "p"}, 0, "", "several hosts"},
 	} {
