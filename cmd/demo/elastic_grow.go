@@ -21,8 +21,9 @@ const growTimeout = 10 * time.Second
 // back to the whole world: when the loss not yet made good was first seen
 // (a failed call of this rank), how many times it asked and grew, whether
 // its group can grow at all, and whether the members have yet to take
-// rank 0's step (a group just grown, the replacement's included). Every
-// member's is the same but lostAt, so that they all make the same calls.
+// rank 0's step (a group just grown, the replacement's included). The
+// members' asks, grown, off and fresh are the same on each, so that they
+// all make the same calls in the same order.
 type growth struct {
 	lostAt time.Time
 	asks   int
@@ -30,6 +31,11 @@ type growth struct {
 	off    bool // the group does not grow (not made by Join): asking stopped
 	fresh  bool // a grown group whose members have not taken rank 0's step yet
 	known  bool // this rank knows the soak's step (a replacement learns it from rank 0)
+	// The latest growth, for its line: when Grow returned, the members
+	// before, and since when the loss it made good had been seen.
+	at    time.Time
+	from  []int
+	since string
 }
 
 // wantsGrowth reports whether a group of the world's ranks members (in a
@@ -71,18 +77,24 @@ func (sk *soak) growBack(k int) (int, error) {
 	if err != nil {
 		return k, err
 	}
+	g := sk.g
 	if !gr.known {
 		gr.known = true
 		fmt.Printf("rank %d: took up the soak at step %d: epoch %d, size %d, members %v (rank %d of %d), t=%d\n",
-			sk.me, next, sk.g.Epoch(), sk.g.Size(), sk.g.Members(), sk.g.Rank(), sk.g.Size(), time.Now().UnixNano())
-		sk.log.Info("took up the soak", zap.Int("rank", sk.me), zap.Uint64("epoch", sk.g.Epoch()), zap.Int("step", next))
+			sk.me, next, g.Epoch(), g.Size(), g.Members(), g.Rank(), g.Size(), time.Now().UnixNano())
+		sk.log.Info("took up the soak", zap.Int("rank", sk.me), zap.Uint64("epoch", g.Epoch()), zap.Int("step", next))
+		return next, nil
 	}
+	fmt.Printf("rank %d: grew back at step %d: epoch %d, size %d, members %v (rank %d of %d), from %v, %s, t=%d\n",
+		sk.me, next, g.Epoch(), g.Size(), g.Members(), g.Rank(), g.Size(), gr.from, gr.since, gr.at.UnixNano())
+	sk.log.Info("grown", zap.Int("rank", sk.me), zap.Int("step", next), zap.Uint64("epoch", g.Epoch()), zap.Int("size", g.Size()),
+		zap.Ints("from", gr.from), zap.String("since loss", gr.since))
 	return next, nil
 }
 
 // ask asks once to grow the group back. A new group becomes the soak's
-// (and fresh) and this rank prints its line; no process waiting leaves
-// the group as it was. A group that cannot grow stops the asking; any
+// (and fresh: growBack prints its line once the step is agreed); no
+// process waiting leaves the group as it was. A group that cannot grow stops the asking; any
 // other failure is logged, and the next call shows whether the peers went
 // on without this rank (then the soak shrinks as after any loss).
 func (sk *soak) ask() error {
@@ -104,22 +116,17 @@ func (sk *soak) ask() error {
 	case ng == sk.g:
 		return nil
 	}
-	at := time.Now()
-	from := sk.g.Members()
+	gr.at, gr.from = time.Now(), sk.g.Members()
 	sk.g = ng // Grow finished the old group and moved its leaving to ng
 	gr.grown++
 	gr.fresh = true
-	since := "no loss seen by this rank"
+	gr.since = "no loss seen by this rank"
 	if !gr.lostAt.IsZero() {
-		since = at.Sub(gr.lostAt).Round(time.Millisecond).String() + " after the loss was seen"
+		gr.since = gr.at.Sub(gr.lostAt).Round(time.Millisecond).String() + " after the loss was seen"
 	}
 	if ng.Size() == sk.world {
 		gr.lostAt = time.Time{}
 	}
-	fmt.Printf("rank %d: grew back: epoch %d, size %d, members %v (rank %d of %d), from %v, %s, t=%d\n",
-		sk.me, ng.Epoch(), ng.Size(), ng.Members(), ng.Rank(), ng.Size(), from, since, at.UnixNano())
-	sk.log.Info("grown", zap.Int("rank", sk.me), zap.Uint64("epoch", ng.Epoch()), zap.Int("size", ng.Size()),
-		zap.Ints("from", from), zap.String("since loss", since))
 	return nil
 }
 
