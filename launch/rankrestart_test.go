@@ -207,8 +207,14 @@ func TestRankRestartFailureAtFirstStart(t *testing.T) {
 	if !errors.Is(err, ErrFailed) || !strings.HasPrefix(err.Error(), "rank 1 exited 3 after ") || !strings.HasSuffix(err.Error(), "; 2 others stopped") {
 		t.Fatalf("%v: want rank 1's failure, the others stopped\n%s", err, out)
 	}
-	if s := startsOf(out); s["0 1"] != 1 || len(s) != 3 || len(h.lost) != 0 || len(h.restarts) != 0 {
-		t.Errorf("starts %v, lost %+v, restarts %+v: want each rank once, nothing lost or restarted", s, h.lost, h.restarts)
+	s := startsOf(out) // the others may be stopped before they print their start
+	for k := range s {
+		if !strings.HasPrefix(k, "0 ") {
+			t.Errorf("a restart printed its start: %q", k)
+		}
+	}
+	if s["0 1"] != 1 || len(h.lost) != 0 || len(h.restarts) != 0 {
+		t.Errorf("starts %v, lost %+v, restarts %+v: want rank 1 started once, nothing lost or restarted", s, h.lost, h.restarts)
 	}
 }
 
