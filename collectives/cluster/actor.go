@@ -64,6 +64,7 @@ type nodeState struct {
 	reported map[int]bool   // peers reported lost to onLost
 	doubt    map[int]doubt  // peers that may be gone, being checked (suspect.go)
 	onLost   func(rank int, cause error)
+	growth   *growth // rank 0: growing the group back (grow.go)
 }
 
 // nodeActor is the receiver of a Node's messages: a thin value over the
@@ -114,6 +115,10 @@ func (a *nodeActor) receive(c actor.Context, msg any) {
 		}
 	case *wire.Lost:
 		a.relayed(c, m)
+	case *wire.GrowAsk:
+		a.growAsk(c, m)
+	case *wire.GrowAnswer:
+		a.grown(c, m)
 	case endpointGone:
 		a.endpointGone(c, m.addr)
 	case coordinatorGone:
@@ -158,6 +163,10 @@ func (a *nodeActor) hello(c actor.Context, h *wire.Hello) {
 		return
 	}
 	seen := a.gather.has(h)
+	if a.gather.sealed && !seen {
+		a.waitToRejoin(c, h, from)
+		return
+	}
 	replaced, err := a.gather.add(h)
 	if err != nil {
 		a.log.Warn("hello refused", zap.Uint32("peer_rank", h.GetRank()), zap.String("from", h.GetControlAddr()), zap.Error(err))
@@ -218,9 +227,28 @@ func (a *nodeActor) finish(r result) {
 }
 
 // watch starts watching every other rank's Node, and reports the peers
-// lost since the roster.
+// lost since the roster. A roster of a grown group (a later epoch)
+// replaces the one watched: the Nodes of the processes it no longer names
+// are not watched any more, and what was known of a rank whose process
+// changed (lost, left, in doubt) is forgotten.
 func (a *nodeActor) watch(c actor.Context, m watchPeers) {
 	a.onLost = m.onLost
+	for key, rank := range a.watched {
+		if p := m.roster.Members[rank]; keyOf(actor.NewPID(p.Control, Name)) != key {
+			c.Unwatch(pidOf(key))
+		}
+	}
+	if old := a.formed; old.Members != nil {
+		for _, p := range m.roster.Members {
+			if q := old.Members[p.Rank]; q.Control != p.Control || q.PID != p.PID {
+				delete(a.lost, p.Rank)
+				delete(a.reported, p.Rank)
+				delete(a.doubt, p.Rank)
+				delete(a.left, p.Rank)
+			}
+		}
+	}
+	a.formed = m.roster
 	a.watched = map[string]int{}
 	for _, p := range m.roster.Members {
 		if p.Rank == a.n.spec.Rank {
@@ -283,6 +311,7 @@ func (a *nodeActor) terminated(c actor.Context, m *actor.Terminated) {
 func (a *nodeActor) endpointGone(c actor.Context, addr string) {
 	switch {
 	case a.formed.Members != nil:
+		a.dropJoiner(addr)
 		if rank := a.formed.rankAt(addr); rank >= 0 && rank != a.n.spec.Rank {
 			a.suspect(c, rank, addr, fmt.Errorf("control plane: rank %d's node at %s is gone (its connection ended)", rank, addr))
 		}
@@ -366,6 +395,9 @@ func (a *nodeActor) lose(c actor.Context, rank int, cause error) {
 	}
 	a.lost[rank] = cause
 	a.log.Info("peer lost", zap.Int("peer_rank", rank), zap.Error(cause))
+	if rank == 0 {
+		a.n.endGrow(fmt.Errorf("rank 0, which decides, is lost: %w", cause))
+	}
 	if a.n.spec.Rank == 0 {
 		for _, p := range a.formed.Members {
 			if p.Rank != 0 && p.Rank != rank {

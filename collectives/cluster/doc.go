@@ -43,6 +43,21 @@
 // those seen before it too, so that the data plane fails what waits on
 // the peer at once instead of after its own silence timeout.
 //
+// A group Join made grows back (collectives.Group.Grow) with processes
+// that take the ranks it lost: such a process calls Join with the lost
+// rank's configuration, and rank 0, finding the rank held already, keeps
+// its hello as one waiting to rejoin (answering with the ranks there, as
+// during the rendezvous). The members' Grow sends rank 0 a GrowAsk (the
+// group's epoch, the ask's number, its members and the address of a data
+// plane prepared for the grown group); once every member asked, rank 0
+// decides for them all: when a process waits for every rank they lack, it
+// answers them (GrowAnswer) and the waiting processes with the roster of
+// the whole world at the next epoch, a fresh group id and every rank's new
+// data address; otherwise with none, and the group stays as it is. The
+// Nodes then watch the grown roster, forgetting what they knew of the
+// processes it replaced, so that a late sign of a lost process never
+// counts against the one that took its rank.
+//
 // Each Node's actor is supervised: a panic while it handles a message
 // restarts it with its state (the roster, the peers watched, lost and
 // suspected, Watch's callback), which lives in the Node, and it watches

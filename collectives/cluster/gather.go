@@ -29,19 +29,13 @@ func newGather(size int, run string) *gather {
 // address cannot be the old process's any more (two processes do not
 // listen on one address), so the new one replaces it (replaced), until
 // the roster went out (seal): after that only the roster's own processes
-// are accepted.
+// are accepted (the Node takes another process's hello then as one that
+// waits to take a rank when the group grows back: grow.go).
 func (g *gather) add(h *wire.Hello) (replaced bool, err error) {
-	r := int(h.GetRank())
-	switch {
-	case h.GetVersion() != Version:
-		return false, fmt.Errorf("control protocol version %d, rank 0 speaks %d", h.GetVersion(), Version)
-	case int(h.GetSize()) != g.size:
-		return false, fmt.Errorf("world size %d, rank 0 has %d", h.GetSize(), g.size)
-	case h.GetRun() != g.run:
-		return false, fmt.Errorf("run %q, rank 0 is in run %q", h.GetRun(), g.run)
-	case r >= g.size:
-		return false, fmt.Errorf("rank %d out of range for world size %d", r, g.size)
+	if err := g.check(h); err != nil {
+		return false, err
 	}
+	r := int(h.GetRank())
 	if old := g.hellos[r]; old != nil {
 		switch {
 		case g.sealed && !sameProcess(old, h):
@@ -58,6 +52,23 @@ func (g *gather) add(h *wire.Hello) (replaced bool, err error) {
 	g.have++
 	delete(g.left, r)
 	return false, nil
+}
+
+// check returns why h does not belong to this rendezvous: another
+// version, world size or run, or a rank out of range.
+func (g *gather) check(h *wire.Hello) error {
+	r := int(h.GetRank())
+	switch {
+	case h.GetVersion() != Version:
+		return fmt.Errorf("control protocol version %d, rank 0 speaks %d", h.GetVersion(), Version)
+	case int(h.GetSize()) != g.size:
+		return fmt.Errorf("world size %d, rank 0 has %d", h.GetSize(), g.size)
+	case h.GetRun() != g.run:
+		return fmt.Errorf("run %q, rank 0 is in run %q", h.GetRun(), g.run)
+	case r >= g.size:
+		return fmt.Errorf("rank %d out of range for world size %d", r, g.size)
+	}
+	return nil
 }
 
 // drop forgets the hello of the rank whose control address is addr (its

@@ -103,39 +103,12 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...colle
 		node.Close("rendezvous failed")
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	// Watch from the roster on: a peer lost before the data plane is
-	// connected cancels the connect, naming it.
-	cctx, cancelConnect := context.WithCancelCause(ctx)
-	defer cancelConnect(nil)
-	peers := &peerWatch{cancel: cancelConnect, lost: make(chan struct{}, cfg.Size)}
-	node.Watch(roster, peers.report)
-	plan, err := planLinks(roster, cfg.Rank)
-	if err != nil {
-		carriers.close()
-		if cfg.Rank == 0 { // the others fail on the same roster: let it reach them
-			peers.awaitLost(cfg.Size-1, mismatchWait)
-		}
-		node.Close("transport mismatch")
-		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
+	rj := &rejoiner{rt: rt, node: node, cfg: cfg, pt: peerTimeout, opts: opts}
+	leave := func() {
+		rj.close()
+		node.Close("closed")
 	}
-	t, err := cfg.connectDataPlane(cctx, carriers, roster, plan, peerTimeout, rt.Logger())
-	node.StopProbes()
-	if err == nil {
-		err = peers.attach(t)
-	} else if lost := peers.firstLoss(); lost != nil {
-		err = lost
-	}
-	if err != nil {
-		node.Close("data plane failed")
-		return nil, fmt.Errorf("%s: %s: %w", where, roster, err)
-	}
-	hosts := make([]string, len(roster.Members))
-	for i, m := range roster.Members {
-		hosts[i] = m.Host
-	}
-	// The roster's hosts first, so that a caller's own WithHosts wins.
-	opts = append([]collectives.Option{collectives.WithHosts(hosts)}, opts...)
-	g, err := collectives.NewJoined(ctx, rt, t, roster.Group, func() { node.Close("closed") }, opts...)
+	g, err := cfg.form(ctx, rt, node, carriers, roster, peerTimeout, leave, rj, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -145,9 +118,63 @@ func Join(ctx context.Context, rt *actors.Runtime, cfg JoinConfig, opts ...colle
 	if err := launch.Joined(); err != nil {
 		rt.Logger().Warn("could not tell the launcher that this rank joined; its loss will end the launch", zap.Error(err))
 	}
-	rt.Logger().Info("joined", zap.Int("rank", cfg.Rank), zap.Int("size", cfg.Size), zap.String("source", cfg.Source),
-		zap.String("transport", plan.kinds), zap.Stringer("links", plan), zap.Duration("peer_timeout", peerTimeout),
-		zap.String("run", cfg.Run), zap.Uint64("group", roster.Group), zap.Strings("data", roster.DataAddrs()))
+	return g, nil
+}
+
+// form links this rank's data plane to every rank of roster through
+// carriers and makes the group, with rj to grow it back: what Join does
+// after the rendezvous (leave: the rank's Node closes with the group), and
+// a rejoiner once rank 0 answered with a grown group's roster (leave nil:
+// Grow hands the old group's to the new one). A peer lost before the data
+// plane is connected fails it, naming the peer. On failure the carriers
+// are closed, and Join's Node (leave set) too.
+func (c JoinConfig) form(ctx context.Context, rt *actors.Runtime, node *Node, carriers *readied, roster Roster,
+	pt time.Duration, leave func(), rj *rejoiner, opts []collectives.Option) (*collectives.Group, error) {
+	fail := func(reason string, err error) (*collectives.Group, error) {
+		if leave != nil {
+			node.Close(reason)
+		}
+		return nil, fmt.Errorf("%s: %w", roster, err)
+	}
+	// Watch from the roster on: a peer lost before the data plane is
+	// connected cancels the connect, naming it.
+	cctx, cancelConnect := context.WithCancelCause(ctx)
+	defer cancelConnect(nil)
+	peers := &peerWatch{cancel: cancelConnect, lost: make(chan struct{}, c.Size)}
+	node.Watch(roster, peers.report)
+	plan, err := planLinks(roster, c.Rank)
+	if err != nil {
+		carriers.close()
+		if c.Rank == 0 && leave != nil { // the others fail on the same roster: let it reach them
+			peers.awaitLost(c.Size-1, mismatchWait)
+		}
+		return fail("transport mismatch", err)
+	}
+	t, err := c.connectDataPlane(cctx, carriers, roster, plan, pt, rt.Logger())
+	node.StopProbes()
+	if err == nil {
+		err = peers.attach(t)
+	} else if lost := peers.firstLoss(); lost != nil {
+		err = lost
+	}
+	if err != nil {
+		return fail("data plane failed", err)
+	}
+	hosts := make([]string, len(roster.Members))
+	for i, m := range roster.Members {
+		hosts[i] = m.Host
+	}
+	// The roster's hosts first, so that a caller's own WithHosts wins.
+	opts = append([]collectives.Option{collectives.WithHosts(hosts)}, opts...)
+	opts = append(opts, collectives.WithEpoch(roster.Epoch), collectives.WithRejoiner(rj))
+	g, err := collectives.NewJoined(ctx, rt, t, roster.Group, leave, opts...)
+	if err != nil {
+		return nil, err
+	}
+	rt.Logger().Info("joined", zap.Int("rank", c.Rank), zap.Int("size", c.Size), zap.String("source", c.Source),
+		zap.String("transport", plan.kinds), zap.Stringer("links", plan), zap.Duration("peer_timeout", pt),
+		zap.String("run", c.Run), zap.Uint64("group", roster.Group), zap.Uint64("epoch", roster.Epoch),
+		zap.Strings("data", roster.DataAddrs()))
 	return g, nil
 }
 

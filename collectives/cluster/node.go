@@ -117,6 +117,9 @@ type Node struct {
 	// before the actor handled watchPeers).
 	onLost func(rank int, cause error)
 	failed error // why the actor stopped past its restart bound, once it did
+	// growing is the member's ask to grow its group waiting for rank 0's
+	// answer (rejoin.go), nil when none waits.
+	growing *growWait
 
 	// broken is set by the supervisor as it stops the actor past its
 	// restart bound: why the Node fails.
@@ -343,6 +346,7 @@ func (n *Node) Close(reason string) {
 		n.closed = true
 		n.mu.Unlock()
 		n.StopProbes()
+		n.endGrow(fmt.Errorf("the rank's node closed (%s): %w", reason, errs.ErrClosed))
 		n.stopEvents()
 		root := n.rt.ActorSystem().Root
 		root.Send(n.pid, leave{reason: reason})

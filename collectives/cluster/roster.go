@@ -9,7 +9,7 @@ import (
 
 // Version is the control protocol's version; ranks of another version are
 // refused at the rendezvous.
-const Version = 1
+const Version = 2
 
 // Member is one rank of a Roster.
 type Member struct {
@@ -23,10 +23,13 @@ type Member struct {
 	Transport string
 }
 
-// Roster is the outcome of a rendezvous: every rank, indexed by rank, and
-// the group id every rank uses.
+// Roster is the outcome of a rendezvous: every rank, indexed by rank, the
+// group id every rank uses, and the group's epoch (0 for the group the
+// rendezvous formed, one more each time its members grew it back with
+// processes that took its lost ranks).
 type Roster struct {
 	Group   uint64
+	Epoch   uint64
 	Members []Member
 }
 
@@ -61,12 +64,15 @@ func (r Roster) rankAt(addr string) int {
 }
 
 func (r Roster) String() string {
+	if r.Epoch > 0 {
+		return fmt.Sprintf("group %#x at epoch %d, %d ranks", r.Group, r.Epoch, len(r.Members))
+	}
 	return fmt.Sprintf("group %#x, %d ranks", r.Group, len(r.Members))
 }
 
 // toWire encodes r.
 func (r Roster) toWire() *wire.Roster {
-	w := &wire.Roster{Group: r.Group, Version: Version}
+	w := &wire.Roster{Group: r.Group, Epoch: r.Epoch, Version: Version}
 	for _, m := range r.Members {
 		w.Members = append(w.Members, &wire.Member{Rank: uint32(m.Rank), ControlAddr: m.Control,
 			DataAddr: m.Data, Host: m.Host, Pid: int32(m.PID), Transport: m.Transport})
@@ -79,7 +85,7 @@ func rosterOf(w *wire.Roster, size int) (Roster, error) {
 	if len(w.GetMembers()) != size {
 		return Roster{}, fmt.Errorf("roster of %d ranks for a world of %d", len(w.GetMembers()), size)
 	}
-	r := Roster{Group: w.GetGroup(), Members: make([]Member, size)}
+	r := Roster{Group: w.GetGroup(), Epoch: w.GetEpoch(), Members: make([]Member, size)}
 	seen := make([]bool, size)
 	for _, m := range w.GetMembers() {
 		k := int(m.GetRank())

@@ -31,6 +31,14 @@ const envShrinkRank = "CHOREO_TEST_SHRINK_RANK" // the rank's shrinkPlan, as JSO
 type shrinkPlan struct {
 	Join  JoinConfig
 	After int
+	// Grow: after the shrink the survivors call Grow before each step
+	// until a replacement of the lost rank has joined, and count their
+	// all-reduces at epoch 2; a replacement process (Join returns it at
+	// epoch 2) counts the same.
+	Grow bool
+	// GrowAlways: every rank calls Grow before each step, whatever its
+	// epoch, and counts its all-reduces at epoch 0 (no rank is lost).
+	GrowAlways bool
 }
 
 // shrinkCount is the elements of each all-reduce (1 MiB of float32).
@@ -73,15 +81,35 @@ func TestShrinkRankProcess(t *testing.T) {
 	defer func() { _ = g.Close() }()
 	s := testenv.Stream(t, rt, testenv.Device(t))
 	me := plan.Join.Rank
+	counted := uint64(1) // the epoch whose all-reduces count
+	switch {
+	case plan.GrowAlways:
+		counted = 0
+	case plan.Grow:
+		counted = 2
+	}
+	if g.Epoch() > 0 {
+		fmt.Printf("REJOINED %d %d %d\n", g.Epoch(), g.Size(), time.Now().UnixNano())
+	}
 	giveUp := time.Now().Add(2 * time.Minute) // the parent kills a rank long before
 	for after := 0; after < plan.After; {
 		if time.Now().After(giveUp) {
-			t.Fatalf("rank %d: no loss to shrink after", me)
+			t.Fatalf("rank %d: no loss to shrink after, or no growth", me)
+		}
+		if plan.Grow && g.Epoch() == 1 || plan.GrowAlways {
+			ng, err := g.Grow(testenv.Ctx(t, 30*time.Second))
+			if err != nil {
+				t.Fatalf("rank %d: grow: %v", me, err)
+			}
+			if ng != g {
+				g = ng
+				fmt.Printf("GROWN %d %d %d %v\n", g.Epoch(), g.Size(), time.Now().UnixNano(), g.Members())
+			}
 		}
 		err := shrinkStep(testenv.Ctx(t, 60*time.Second), s, g, me)
 		if err == nil {
 			fmt.Printf("STEP %d %d\n", g.Epoch(), time.Now().UnixNano())
-			if g.Epoch() == 1 {
+			if g.Epoch() == counted {
 				after++
 			}
 			continue
@@ -144,7 +172,7 @@ func shrinkStep(ctx context.Context, s *streams.GPU, g *collectives.Group, me in
 func TestShrinkAcrossProcesses(t *testing.T) {
 	for _, carrier := range []string{"tcp", "shm"} {
 		t.Run(carrier, func(t *testing.T) {
-			outs, procs := startShrinkRanks(t, carrier, 0, 5)
+			outs, procs, _ := startShrinkRanks(t, carrier, 0, 5, false)
 			killed := time.Now()
 			if err := procs[shrinkVictim].Kill(); err != nil {
 				t.Fatal(err)
@@ -167,7 +195,7 @@ func TestShrinkEvictsAPausedRank(t *testing.T) {
 			// survivor went 3 s without a word to another (seen in CI) and
 			// was dropped with the stopped rank.
 			const peerTimeout = 6 * time.Second
-			outs, procs := startShrinkRanks(t, carrier, peerTimeout, 15)
+			outs, procs, _ := startShrinkRanks(t, carrier, peerTimeout, 15, false)
 			stopped := time.Now()
 			if err := procs[shrinkVictim].Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
@@ -197,19 +225,18 @@ const shrinkVictim = 3
 // startShrinkRanks starts 4 rank processes linked by carrier (with
 // peerTimeout, if not 0), each to complete after all-reduces at epoch 1,
 // and returns once each has completed two at epoch 0.
-func startShrinkRanks(t *testing.T, carrier string, peerTimeout time.Duration, after int) ([]*shrinkOutput, []*os.Process) {
+func startShrinkRanks(t *testing.T, carrier string, peerTimeout time.Duration, after int, grow bool) ([]*shrinkOutput, []*os.Process, []shrinkPlan) {
 	t.Helper()
 	const n = 4
-	hosts := make([]string, n)
-	for r := range hosts {
-		hosts[r] = freeAddr(t)
-	}
+	coord := freeAddr(t) // the others listen where the system puts them: no port of theirs can be taken meanwhile
 	secret := []byte("shrink-test-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36))
 	outs := make([]*shrinkOutput, n)
 	var procs []*os.Process
+	var plans []shrinkPlan
 	for r := range n {
-		plan := shrinkPlan{Join: JoinConfig{Rank: r, Size: n, Hosts: hosts, Secret: secret,
-			Run: "shrink-" + carrier, Transport: carrier, PeerTimeout: peerTimeout}, After: after}
+		plan := shrinkPlan{Join: JoinConfig{Rank: r, Size: n, Coordinator: coord, Secret: secret,
+			Run: "shrink-" + carrier, Transport: carrier, PeerTimeout: peerTimeout}, After: after, Grow: grow}
+		plans = append(plans, plan)
 		cmd, lines := startChild(t, "TestShrinkRankProcess", envShrinkRank, plan)
 		procs = append(procs, cmd.Process)
 		outs[r] = collect(lines)
@@ -219,7 +246,7 @@ func startShrinkRanks(t *testing.T, carrier string, peerTimeout time.Duration, a
 			t.Fatalf("rank %d did not all-reduce:\n%s", r, o.text())
 		}
 	}
-	return outs, procs
+	return outs, procs, plans
 }
 
 // survived checks that every rank but the victim shrank to epoch 1 with

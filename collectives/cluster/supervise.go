@@ -179,4 +179,5 @@ func (a *nodeActor) fail(c actor.Context, err error) {
 	}
 	a.n.mu.Unlock()
 	a.n.StopProbes()
+	a.n.endGrow(err)
 }

@@ -23,6 +23,7 @@ type (
 	// gone is why no process listens there any more, nil if one may.
 	dialed struct {
 		rank int
+		addr string // the address dialled
 		gone error
 	}
 	// rewatch: watch the suspected rank again.
@@ -69,7 +70,7 @@ func (a *nodeActor) suspect(c actor.Context, rank int, addr string, cause error)
 		a.log.Warn("a peer may be gone: checking its address", zap.Int("peer_rank", rank), zap.Error(cause))
 	}
 	self, root := c.Self(), a.n.rt.ActorSystem().Root
-	go func() { root.Send(self, dialed{rank: rank, gone: gone(context.Background(), rank, addr)}) }()
+	go func() { root.Send(self, dialed{rank: rank, addr: addr, gone: gone(context.Background(), rank, addr)}) }()
 }
 
 // doubt is a suspected rank's state: its address, since when signs have come, when the
@@ -85,7 +86,7 @@ type doubt struct {
 // otherwise it is watched again after rewatchEvery.
 func (a *nodeActor) dialed(c actor.Context, m dialed) {
 	d, ok := a.doubt[m.rank]
-	if !ok {
+	if !ok || d.addr != m.addr { // a process the rank no longer is (the group grew back)
 		return
 	}
 	d.dialing = false

@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGrowAcrossProcesses: 4 rank processes all-reduce in a loop, over
+// TCP and over shared memory; one is killed with SIGKILL; the 3 survivors
+// shrink, and call Grow before each step; a replacement process started
+// with the lost rank's configuration joins through Grow, and the 4 go on
+// at epoch 2 with exact all-reduces. The times from the kill to the
+// shrunk and the grown group are logged (not asserted: the machine may be
+// loaded).
+func TestGrowAcrossProcesses(t *testing.T) {
+	for _, carrier := range []string{"tcp", "shm"} {
+		t.Run(carrier, func(t *testing.T) {
+			outs, procs, plans := startShrinkRanks(t, carrier, 0, 5, true)
+			killed := time.Now()
+			if err := procs[shrinkVictim].Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = procs[shrinkVictim].Wait()
+			_, lines := startChild(t, "TestShrinkRankProcess", envShrinkRank, plans[shrinkVictim])
+			back := collect(lines)
+			if !back.await("DONE", 1, 2*time.Minute) {
+				for r, o := range outs {
+					t.Logf("rank %d:\n%s", r, o.text())
+				}
+				t.Fatalf("the replacement did not finish:\n%s", back.text())
+			}
+			if rj := back.first("REJOINED "); rj == nil || rj[0] != "2" || rj[1] != "4" {
+				t.Fatalf("the replacement: want REJOINED 2 4:\n%s", back.text())
+			}
+			var shrunk, grown []time.Duration
+			for r, o := range outs {
+				if r == shrinkVictim {
+					continue
+				}
+				if !o.await("DONE", 1, 2*time.Minute) {
+					t.Fatalf("rank %d did not finish:\n%s", r, o.text())
+				}
+				sh, gr := o.first("SHRUNK "), o.first("GROWN ")
+				if sh == nil || sh[0] != "1" || sh[1] != "3" {
+					t.Fatalf("rank %d: want SHRUNK 1 3:\n%s", r, o.text())
+				}
+				if gr == nil || gr[0] != "2" || gr[1] != "4" || strings.Join(gr[3:], " ") != "[0 1 2 3]" {
+					t.Fatalf("rank %d: want GROWN 2 4 <ns> [0 1 2 3]:\n%s", r, o.text())
+				}
+				shrunk = append(shrunk, sinceKill(t, killed, sh[2]))
+				grown = append(grown, sinceKill(t, killed, gr[2]))
+			}
+			t.Logf("%s: from the kill to the shrunk group %v, to the grown group of 4 %v (slowest %v)",
+				carrier, shrunk, grown, slices.Max(grown))
+		})
+	}
+}
+
+// TestGrowWithNothingLost: Grow's twin: 4 rank processes call Grow before
+// each of their all-reduces, and no rank is lost: each Grow returns the
+// group itself, and the ranks finish at epoch 0.
+func TestGrowWithNothingLost(t *testing.T) {
+	coord := freeAddr(t)
+	secret := []byte("grow-test-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36))
+	const n = 4
+	outs := make([]*shrinkOutput, n)
+	for r := range n {
+		plan := shrinkPlan{Join: JoinConfig{Rank: r, Size: n, Coordinator: coord, Secret: secret, Run: "grow-none"},
+			After: 5, GrowAlways: true}
+		_, lines := startChild(t, "TestShrinkRankProcess", envShrinkRank, plan)
+		outs[r] = collect(lines)
+	}
+	for r, o := range outs {
+		if !o.await("DONE", 1, 2*time.Minute) {
+			t.Fatalf("rank %d did not finish:\n%s", r, o.text())
+		}
+		if o.first("GROWN ") != nil || o.first("STEP 1") != nil {
+			t.Fatalf("rank %d grew or moved on with nothing lost:\n%s", r, o.text())
+		}
+	}
+}
