@@ -163,5 +163,5 @@ func (sk *soak) growthLine() {
 	if sk.rejoin {
 		took = ", took up a lost rank"
 	}
-	fmt.Printf("rank %d: grew back %d times, asked %d times%s\n", sk.me, sk.growth.grown, sk.growth.asks, took)
+	fmt.Printf("rank %d: growths %d, asks to grow %d%s\n", sk.me, sk.growth.grown, sk.growth.asks, took)
 }
