@@ -1,11 +1,16 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/choreo-gpu/choreo/actors/remoting"
+	"github.com/choreo-gpu/choreo/internal/errs"
 )
 
 // TestGrowAcrossProcesses: 4 rank processes all-reduce in a loop, over
@@ -80,5 +85,41 @@ func TestGrowWithNothingLost(t *testing.T) {
 		if o.first("GROWN ") != nil || o.first("STEP 1") != nil {
 			t.Fatalf("rank %d grew or moved on with nothing lost:\n%s", r, o.text())
 		}
+	}
+}
+
+// TestRendezvousKeepsAHeldRank: a second process that says hello for a
+// rank whose process is alive in the formed group waits to take the rank
+// when the group grows back, and, since the rank is never lacking, fails
+// at its deadline with ErrTimeout saying so; the rank's own process is
+// neither displaced nor reported lost.
+func TestRendezvousKeepsAHeldRank(t *testing.T) {
+	rt := sharedRuntime(t)
+	coord := remoting.Of(rt).Address()
+	n, err := Start(rt, Spec{Rank: 0, Size: 2, Run: "held", Coordinator: coord, Data: "d0:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close("test over")
+	spec := Spec{Rank: 1, Size: 2, Run: "held", Coordinator: coord, Data: "d1:1"}
+	_, lines := startPeer(t, peerSpec{Spec: spec, Listen: "127.0.0.1:0"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	roster, err := n.Rendezvous(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitLine(t, lines, "ROSTER ", 30*time.Second)
+	lost := make(chan string, 2)
+	n.Watch(roster, func(rank int, cause error) { lost <- fmt.Sprintf("rank %d: %v", rank, cause) })
+	_, second := startPeer(t, peerSpec{Spec: spec, Listen: "127.0.0.1:0", Wait: 1500 * time.Millisecond})
+	failed := awaitLine(t, second, "FAILED ", 30*time.Second)
+	if !strings.Contains(failed, "had formed already") || !strings.Contains(failed, errs.ErrTimeout.Error()) {
+		t.Fatalf("the second process: %s", failed)
+	}
+	select {
+	case l := <-lost:
+		t.Fatalf("a live rank was reported lost: %s", l)
+	case <-time.After(500 * time.Millisecond):
 	}
 }

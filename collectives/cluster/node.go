@@ -273,6 +273,10 @@ func (n *Node) timedOut(ctx context.Context) error {
 			return fmt.Errorf("cluster: rank 0: rendezvous: %w", cause)
 		}
 	}
+	if p := n.progress.Load(); p != nil && len(p.GetMembers()) == n.spec.Size {
+		return fmt.Errorf("cluster: rank %d: rendezvous: the group at rank 0 (%s) had formed already; this process waited to take rank %d when its members grow the group back (Group.Grow), which they did not do in time: %w",
+			n.spec.Rank, n.spec.Coordinator, n.spec.Rank, cause)
+	}
 	if p := n.progress.Load(); p != nil {
 		return fmt.Errorf("cluster: rank %d: rendezvous: rank 0 at %s was still waiting for ranks %v: %w",
 			n.spec.Rank, n.spec.Coordinator, missing(ranksOf(p), n.spec.Size), cause)

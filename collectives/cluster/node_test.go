@@ -34,6 +34,8 @@ type peerSpec struct {
 	Listen string
 	Secret string // default testSecret
 	Watch  bool   // watch the peers after the roster, printing "LOST <rank> <cause>"
+	// Wait bounds the rendezvous; default 20 s.
+	Wait time.Duration
 }
 
 // TestNodePeerProcess is the peer rank: it starts its remote and Node,
@@ -60,7 +62,10 @@ func TestNodePeerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if ps.Wait == 0 {
+		ps.Wait = 20 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ps.Wait)
 	defer cancel()
 	r, err := n.Rendezvous(ctx)
 	if err != nil {
