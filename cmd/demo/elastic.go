@@ -89,8 +89,13 @@ func elasticArgs(args []string) bool {
 
 // runElastic joins this process's rank (Join tells an elastic launch's
 // launcher, so that from then on its loss does not end the launch), soaks
-// and leaves.
+// and leaves. A process the launcher started again to take a lost rank
+// joins the same way: its Join returns once the others' group has grown
+// back to admit it, and it does not trace (restartedUntraced).
 func (c *nodeRunCmd) runElastic(g *globals) error {
+	if err := c.restartedUntraced(g.log); err != nil {
+		return err
+	}
 	w, err := joinWorld(g.log, c.Backend, c.Timeout, c.obsFlags)
 	if err != nil {
 		return err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/choreo-gpu/choreo/array"
 	"github.com/choreo-gpu/choreo/collectives"
+	choreolaunch "github.com/choreo-gpu/choreo/launch"
 )
 
 // growTimeout bounds one ask to grow the group back (Group.Grow): an ask
@@ -164,4 +166,21 @@ func (sk *soak) growthLine() {
 		took = ", took up a lost rank"
 	}
 	fmt.Printf("rank %d: growths %d, asks to grow %d%s\n", sk.me, sk.growth.grown, sk.growth.asks, took)
+}
+
+// restartedUntraced turns tracing off in a process that the launcher
+// started again (CHOREO_RESTART_COUNT 1 or more): a traced rank aligns
+// its clock with rank 0's right after it joins, a call the members of a
+// grown group, well past their start, do not make.
+func (c *nodeRunCmd) restartedUntraced(log *zap.Logger) error {
+	n := os.Getenv(choreolaunch.EnvRestartCount)
+	if n == "" || n == "0" || (c.Trace == "" && os.Getenv(envTraceDir) == "") {
+		return nil
+	}
+	log.Warn("a restarted rank of an elastic soak does not trace", zap.String(choreolaunch.EnvRestartCount, n))
+	c.Trace = ""
+	if err := os.Unsetenv(envTraceDir); err != nil {
+		return fmt.Errorf("demo: restarted rank: not tracing: %w", err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -124,5 +125,25 @@ func TestElasticReplacementWithoutRankZero(t *testing.T) {
 	var xe *exitError
 	if !errors.As(err, &xe) || xe.code != exitPeerLost || !errors.Is(err, collectives.ErrPeerLost) || sks[1].growth.known {
 		t.Fatalf("growBack: %v; want exit status %d wrapping ErrPeerLost, the step still unknown", err, exitPeerLost)
+	}
+}
+
+// A rank the launcher started again does not trace (its Join gives it a
+// group whose members are past the start, where traced ranks align their
+// clocks); the twin: a first start keeps its trace.
+func TestElasticRestartedRankDoesNotTrace(t *testing.T) {
+	for _, c := range []struct {
+		count string
+		trace bool
+	}{{"1", false}, {"0", true}, {"", true}} {
+		t.Setenv("CHOREO_RESTART_COUNT", c.count)
+		t.Setenv(envTraceDir, t.TempDir())
+		cmd := &nodeRunCmd{obsFlags: obsFlags{Trace: "soak.json"}}
+		if err := cmd.restartedUntraced(zap.NewNop()); err != nil {
+			t.Fatal(err)
+		}
+		if traced := cmd.Trace != "" && os.Getenv(envTraceDir) != ""; traced != c.trace {
+			t.Errorf("CHOREO_RESTART_COUNT=%q: --trace %q, %s %q; want tracing %v", c.count, cmd.Trace, envTraceDir, os.Getenv(envTraceDir), c.trace)
+		}
 	}
 }
