@@ -29,7 +29,7 @@ const exitEvicted = 4
 type elasticFlags struct {
 	Elastic  bool          `help:"Soak all-reduces in an elastic group: when a rank is lost the others shrink their group (Group.Shrink) and go on, each step checked against the ranks of its epoch; the launcher goes on without the lost rank. When the launcher starts the lost rank again (choreorun --elastic --max-restarts N), the group grows back to the whole world (Group.Grow) at the next step and the restarted rank takes up the soak at the others' step."`
 	Duration time.Duration `help:"With --elastic: soak for this long instead of --steps steps (the ranks agree each step whether to stop)."`
-	KillRank int           `name:"kill-rank" help:"With --elastic: the rank (in the world at start) that kills itself with SIGKILL at step --kill-at; -1: none." default:"-1"`
+	KillRank int           `name:"kill-rank" help:"With --elastic: the rank (in the world at start) that kills itself with SIGKILL at step --kill-at (once: a process restarted to take the rank does not); -1: none." default:"-1"`
 	KillAt   int           `name:"kill-at" help:"The step at which --kill-rank kills itself; default: half of --steps." default:"-1"`
 }
 
