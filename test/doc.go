@@ -33,7 +33,12 @@
 //     the survivors shrink to epoch 1 of ranks 0, 1 and 3, every check
 //     passes and the launch exits 0; with CHOREO_TEST_FULL=1, a rank paused
 //     past the peer timeout is evicted, says so and exits 4 while the
-//     others go on.
+//     others go on;
+//   - the same soak under `choreorun --elastic --max-restarts 1`: the
+//     launcher starts rank 2 again, the group grows back to 4 ranks at
+//     epoch 2 and the restarted rank takes up the soak at the others'
+//     step; its twins, a loss not restarted (the survivors ask to grow
+//     and never do) and a soak without loss (no ask).
 //
 // The frame and handshake decoders of the data plane are fuzzed in
 // collectives/transport/tcp (FuzzFrame, FuzzHandshake, FuzzInbound), run
