@@ -540,6 +540,570 @@ maxFloat32AVX512_done:
 	VZEROUPPER
 	RET
 
+// func sumFloat32ToAVX2(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX
+TEXT ·sumFloat32ToAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+sumFloat32ToAVX2_unrolled:
+	CMPQ    BX, $0x00000020
+	JL      sumFloat32ToAVX2_unrolled_end
+	VMOVUPS (DX), Y1
+	VMOVUPS (CX), Y0
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, (AX)
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 32(CX), Y0
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, 32(AX)
+	VMOVUPS 64(DX), Y1
+	VMOVUPS 64(CX), Y0
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS 96(DX), Y1
+	VMOVUPS 96(CX), Y0
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, 96(AX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000020, BX
+	JMP     sumFloat32ToAVX2_unrolled
+
+sumFloat32ToAVX2_unrolled_end:
+sumFloat32ToAVX2_single:
+	CMPQ    BX, $0x00000008
+	JL      sumFloat32ToAVX2_single_end
+	VMOVUPS (DX), Y1
+	VMOVUPS (CX), Y0
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000008, BX
+	JMP     sumFloat32ToAVX2_single
+
+sumFloat32ToAVX2_single_end:
+sumFloat32ToAVX2_tail:
+	CMPQ   BX, $0x00
+	JE     sumFloat32ToAVX2_done
+	VMOVSS (DX), X1
+	VMOVSS (CX), X0
+	VADDSS X1, X0, X0
+	VMOVSS X0, (AX)
+	ADDQ   $0x00000004, DX
+	ADDQ   $0x00000004, CX
+	ADDQ   $0x00000004, AX
+	DECQ   BX
+	JMP    sumFloat32ToAVX2_tail
+
+sumFloat32ToAVX2_done:
+	VZEROUPPER
+	RET
+
+// func sumFloat32ToAVX512(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·sumFloat32ToAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+sumFloat32ToAVX512_unrolled:
+	CMPQ    BX, $0x00000040
+	JL      sumFloat32ToAVX512_unrolled_end
+	VMOVUPS (DX), Z1
+	VMOVUPS (CX), Z0
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 64(CX), Z0
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS 128(DX), Z1
+	VMOVUPS 128(CX), Z0
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS 192(DX), Z1
+	VMOVUPS 192(CX), Z0
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, 192(AX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000040, BX
+	JMP     sumFloat32ToAVX512_unrolled
+
+sumFloat32ToAVX512_unrolled_end:
+sumFloat32ToAVX512_single:
+	CMPQ    BX, $0x00000010
+	JL      sumFloat32ToAVX512_single_end
+	VMOVUPS (DX), Z1
+	VMOVUPS (CX), Z0
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000010, BX
+	JMP     sumFloat32ToAVX512_single
+
+sumFloat32ToAVX512_single_end:
+	CMPQ BX, $0x00
+	JE   sumFloat32ToAVX512_done
+
+	// Mask of the n < lanes remaining elements: the low n bits.
+	MOVQ      $-1, SI
+	BZHIQ     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (CX), K1, Z0
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+
+sumFloat32ToAVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodFloat32ToAVX2(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX
+TEXT ·prodFloat32ToAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+prodFloat32ToAVX2_unrolled:
+	CMPQ    BX, $0x00000020
+	JL      prodFloat32ToAVX2_unrolled_end
+	VMOVUPS (DX), Y1
+	VMOVUPS (CX), Y0
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, (AX)
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 32(CX), Y0
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, 32(AX)
+	VMOVUPS 64(DX), Y1
+	VMOVUPS 64(CX), Y0
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS 96(DX), Y1
+	VMOVUPS 96(CX), Y0
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, 96(AX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000020, BX
+	JMP     prodFloat32ToAVX2_unrolled
+
+prodFloat32ToAVX2_unrolled_end:
+prodFloat32ToAVX2_single:
+	CMPQ    BX, $0x00000008
+	JL      prodFloat32ToAVX2_single_end
+	VMOVUPS (DX), Y1
+	VMOVUPS (CX), Y0
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000008, BX
+	JMP     prodFloat32ToAVX2_single
+
+prodFloat32ToAVX2_single_end:
+prodFloat32ToAVX2_tail:
+	CMPQ   BX, $0x00
+	JE     prodFloat32ToAVX2_done
+	VMOVSS (DX), X1
+	VMOVSS (CX), X0
+	VMULSS X1, X0, X0
+	VMOVSS X0, (AX)
+	ADDQ   $0x00000004, DX
+	ADDQ   $0x00000004, CX
+	ADDQ   $0x00000004, AX
+	DECQ   BX
+	JMP    prodFloat32ToAVX2_tail
+
+prodFloat32ToAVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodFloat32ToAVX512(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·prodFloat32ToAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+prodFloat32ToAVX512_unrolled:
+	CMPQ    BX, $0x00000040
+	JL      prodFloat32ToAVX512_unrolled_end
+	VMOVUPS (DX), Z1
+	VMOVUPS (CX), Z0
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 64(CX), Z0
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS 128(DX), Z1
+	VMOVUPS 128(CX), Z0
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS 192(DX), Z1
+	VMOVUPS 192(CX), Z0
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, 192(AX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000040, BX
+	JMP     prodFloat32ToAVX512_unrolled
+
+prodFloat32ToAVX512_unrolled_end:
+prodFloat32ToAVX512_single:
+	CMPQ    BX, $0x00000010
+	JL      prodFloat32ToAVX512_single_end
+	VMOVUPS (DX), Z1
+	VMOVUPS (CX), Z0
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000010, BX
+	JMP     prodFloat32ToAVX512_single
+
+prodFloat32ToAVX512_single_end:
+	CMPQ BX, $0x00
+	JE   prodFloat32ToAVX512_done
+
+	// Mask of the n < lanes remaining elements: the low n bits.
+	MOVQ      $-1, SI
+	BZHIQ     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (CX), K1, Z0
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+
+prodFloat32ToAVX512_done:
+	VZEROUPPER
+	RET
+
+// func minFloat32ToAVX2(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX
+TEXT ·minFloat32ToAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+minFloat32ToAVX2_unrolled:
+	CMPQ    BX, $0x00000020
+	JL      minFloat32ToAVX2_unrolled_end
+	VMOVUPS (DX), Y1
+	VMOVUPS (CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMINPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, (AX)
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 32(CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMINPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, 32(AX)
+	VMOVUPS 64(DX), Y1
+	VMOVUPS 64(CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMINPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS 96(DX), Y1
+	VMOVUPS 96(CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMINPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, 96(AX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000020, BX
+	JMP     minFloat32ToAVX2_unrolled
+
+minFloat32ToAVX2_unrolled_end:
+minFloat32ToAVX2_single:
+	CMPQ    BX, $0x00000008
+	JL      minFloat32ToAVX2_single_end
+	VMOVUPS (DX), Y1
+	VMOVUPS (CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMINPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000008, BX
+	JMP     minFloat32ToAVX2_single
+
+minFloat32ToAVX2_single_end:
+minFloat32ToAVX2_tail:
+	CMPQ   BX, $0x00
+	JE     minFloat32ToAVX2_done
+	VMOVSS (DX), X1
+	VMOVSS (CX), X0
+	VCMPSS $0x03, X1, X0, X2
+	VMINSS X1, X0, X0
+	VORPS  X2, X0, X0
+	VMOVSS X0, (AX)
+	ADDQ   $0x00000004, DX
+	ADDQ   $0x00000004, CX
+	ADDQ   $0x00000004, AX
+	DECQ   BX
+	JMP    minFloat32ToAVX2_tail
+
+minFloat32ToAVX2_done:
+	VZEROUPPER
+	RET
+
+// func minFloat32ToAVX512(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·minFloat32ToAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+minFloat32ToAVX512_unrolled:
+	CMPQ    BX, $0x00000040
+	JL      minFloat32ToAVX512_unrolled_end
+	VMOVUPS (DX), Z1
+	VMOVUPS (CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMINPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, (AX)
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 64(CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMINPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, 64(AX)
+	VMOVUPS 128(DX), Z1
+	VMOVUPS 128(CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMINPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS 192(DX), Z1
+	VMOVUPS 192(CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMINPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, 192(AX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000040, BX
+	JMP     minFloat32ToAVX512_unrolled
+
+minFloat32ToAVX512_unrolled_end:
+minFloat32ToAVX512_single:
+	CMPQ    BX, $0x00000010
+	JL      minFloat32ToAVX512_single_end
+	VMOVUPS (DX), Z1
+	VMOVUPS (CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMINPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, (AX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000010, BX
+	JMP     minFloat32ToAVX512_single
+
+minFloat32ToAVX512_single_end:
+	CMPQ BX, $0x00
+	JE   minFloat32ToAVX512_done
+
+	// Mask of the n < lanes remaining elements: the low n bits.
+	MOVQ      $-1, SI
+	BZHIQ     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (CX), K1, Z0
+	VCMPPS    $0x03, Z1, Z0, K2
+	VMINPS    Z1, Z0, Z2
+	VADDPS    Z1, Z0, K2, Z2
+	VMOVUPS   Z2, K1, (AX)
+
+minFloat32ToAVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat32ToAVX2(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX
+TEXT ·maxFloat32ToAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+maxFloat32ToAVX2_unrolled:
+	CMPQ    BX, $0x00000020
+	JL      maxFloat32ToAVX2_unrolled_end
+	VMOVUPS (DX), Y1
+	VMOVUPS (CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMAXPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, (AX)
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 32(CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMAXPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, 32(AX)
+	VMOVUPS 64(DX), Y1
+	VMOVUPS 64(CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMAXPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS 96(DX), Y1
+	VMOVUPS 96(CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMAXPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, 96(AX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000020, BX
+	JMP     maxFloat32ToAVX2_unrolled
+
+maxFloat32ToAVX2_unrolled_end:
+maxFloat32ToAVX2_single:
+	CMPQ    BX, $0x00000008
+	JL      maxFloat32ToAVX2_single_end
+	VMOVUPS (DX), Y1
+	VMOVUPS (CX), Y0
+	VCMPPS  $0x03, Y1, Y0, Y2
+	VMAXPS  Y1, Y0, Y0
+	VORPS   Y2, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000008, BX
+	JMP     maxFloat32ToAVX2_single
+
+maxFloat32ToAVX2_single_end:
+maxFloat32ToAVX2_tail:
+	CMPQ   BX, $0x00
+	JE     maxFloat32ToAVX2_done
+	VMOVSS (DX), X1
+	VMOVSS (CX), X0
+	VCMPSS $0x03, X1, X0, X2
+	VMAXSS X1, X0, X0
+	VORPS  X2, X0, X0
+	VMOVSS X0, (AX)
+	ADDQ   $0x00000004, DX
+	ADDQ   $0x00000004, CX
+	ADDQ   $0x00000004, AX
+	DECQ   BX
+	JMP    maxFloat32ToAVX2_tail
+
+maxFloat32ToAVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat32ToAVX512(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·maxFloat32ToAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+maxFloat32ToAVX512_unrolled:
+	CMPQ    BX, $0x00000040
+	JL      maxFloat32ToAVX512_unrolled_end
+	VMOVUPS (DX), Z1
+	VMOVUPS (CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMAXPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, (AX)
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 64(CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMAXPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, 64(AX)
+	VMOVUPS 128(DX), Z1
+	VMOVUPS 128(CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMAXPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS 192(DX), Z1
+	VMOVUPS 192(CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMAXPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, 192(AX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000040, BX
+	JMP     maxFloat32ToAVX512_unrolled
+
+maxFloat32ToAVX512_unrolled_end:
+maxFloat32ToAVX512_single:
+	CMPQ    BX, $0x00000010
+	JL      maxFloat32ToAVX512_single_end
+	VMOVUPS (DX), Z1
+	VMOVUPS (CX), Z0
+	VCMPPS  $0x03, Z1, Z0, K1
+	VMAXPS  Z1, Z0, Z2
+	VADDPS  Z1, Z0, K1, Z2
+	VMOVUPS Z2, (AX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000010, BX
+	JMP     maxFloat32ToAVX512_single
+
+maxFloat32ToAVX512_single_end:
+	CMPQ BX, $0x00
+	JE   maxFloat32ToAVX512_done
+
+	// Mask of the n < lanes remaining elements: the low n bits.
+	MOVQ      $-1, SI
+	BZHIQ     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (CX), K1, Z0
+	VCMPPS    $0x03, Z1, Z0, K2
+	VMAXPS    Z1, Z0, Z2
+	VADDPS    Z1, Z0, K2, Z2
+	VMOVUPS   Z2, K1, (AX)
+
+maxFloat32ToAVX512_done:
+	VZEROUPPER
+	RET
+
 // func sumFloat64AVX2(dst *float64, src *float64, n int)
 // Requires: AVX
 TEXT ·sumFloat64AVX2(SB), NOSPLIT, $0-24
@@ -1073,6 +1637,570 @@ maxFloat64AVX512_single_end:
 	VMOVUPD   Z2, K1, (AX)
 
 maxFloat64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func sumFloat64ToAVX2(dst *float64, a *float64, b *float64, n int)
+// Requires: AVX
+TEXT ·sumFloat64ToAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+sumFloat64ToAVX2_unrolled:
+	CMPQ    BX, $0x00000010
+	JL      sumFloat64ToAVX2_unrolled_end
+	VMOVUPD (DX), Y1
+	VMOVUPD (CX), Y0
+	VADDPD  Y1, Y0, Y0
+	VMOVUPD Y0, (AX)
+	VMOVUPD 32(DX), Y1
+	VMOVUPD 32(CX), Y0
+	VADDPD  Y1, Y0, Y0
+	VMOVUPD Y0, 32(AX)
+	VMOVUPD 64(DX), Y1
+	VMOVUPD 64(CX), Y0
+	VADDPD  Y1, Y0, Y0
+	VMOVUPD Y0, 64(AX)
+	VMOVUPD 96(DX), Y1
+	VMOVUPD 96(CX), Y0
+	VADDPD  Y1, Y0, Y0
+	VMOVUPD Y0, 96(AX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000010, BX
+	JMP     sumFloat64ToAVX2_unrolled
+
+sumFloat64ToAVX2_unrolled_end:
+sumFloat64ToAVX2_single:
+	CMPQ    BX, $0x00000004
+	JL      sumFloat64ToAVX2_single_end
+	VMOVUPD (DX), Y1
+	VMOVUPD (CX), Y0
+	VADDPD  Y1, Y0, Y0
+	VMOVUPD Y0, (AX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000004, BX
+	JMP     sumFloat64ToAVX2_single
+
+sumFloat64ToAVX2_single_end:
+sumFloat64ToAVX2_tail:
+	CMPQ   BX, $0x00
+	JE     sumFloat64ToAVX2_done
+	VMOVSD (DX), X1
+	VMOVSD (CX), X0
+	VADDSD X1, X0, X0
+	VMOVSD X0, (AX)
+	ADDQ   $0x00000008, DX
+	ADDQ   $0x00000008, CX
+	ADDQ   $0x00000008, AX
+	DECQ   BX
+	JMP    sumFloat64ToAVX2_tail
+
+sumFloat64ToAVX2_done:
+	VZEROUPPER
+	RET
+
+// func sumFloat64ToAVX512(dst *float64, a *float64, b *float64, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·sumFloat64ToAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+sumFloat64ToAVX512_unrolled:
+	CMPQ    BX, $0x00000020
+	JL      sumFloat64ToAVX512_unrolled_end
+	VMOVUPD (DX), Z1
+	VMOVUPD (CX), Z0
+	VADDPD  Z1, Z0, Z0
+	VMOVUPD Z0, (AX)
+	VMOVUPD 64(DX), Z1
+	VMOVUPD 64(CX), Z0
+	VADDPD  Z1, Z0, Z0
+	VMOVUPD Z0, 64(AX)
+	VMOVUPD 128(DX), Z1
+	VMOVUPD 128(CX), Z0
+	VADDPD  Z1, Z0, Z0
+	VMOVUPD Z0, 128(AX)
+	VMOVUPD 192(DX), Z1
+	VMOVUPD 192(CX), Z0
+	VADDPD  Z1, Z0, Z0
+	VMOVUPD Z0, 192(AX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000020, BX
+	JMP     sumFloat64ToAVX512_unrolled
+
+sumFloat64ToAVX512_unrolled_end:
+sumFloat64ToAVX512_single:
+	CMPQ    BX, $0x00000008
+	JL      sumFloat64ToAVX512_single_end
+	VMOVUPD (DX), Z1
+	VMOVUPD (CX), Z0
+	VADDPD  Z1, Z0, Z0
+	VMOVUPD Z0, (AX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000008, BX
+	JMP     sumFloat64ToAVX512_single
+
+sumFloat64ToAVX512_single_end:
+	CMPQ BX, $0x00
+	JE   sumFloat64ToAVX512_done
+
+	// Mask of the n < lanes remaining elements: the low n bits.
+	MOVQ      $-1, SI
+	BZHIQ     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPD.Z (DX), K1, Z1
+	VMOVUPD.Z (CX), K1, Z0
+	VADDPD    Z1, Z0, Z0
+	VMOVUPD   Z0, K1, (AX)
+
+sumFloat64ToAVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodFloat64ToAVX2(dst *float64, a *float64, b *float64, n int)
+// Requires: AVX
+TEXT ·prodFloat64ToAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+prodFloat64ToAVX2_unrolled:
+	CMPQ    BX, $0x00000010
+	JL      prodFloat64ToAVX2_unrolled_end
+	VMOVUPD (DX), Y1
+	VMOVUPD (CX), Y0
+	VMULPD  Y1, Y0, Y0
+	VMOVUPD Y0, (AX)
+	VMOVUPD 32(DX), Y1
+	VMOVUPD 32(CX), Y0
+	VMULPD  Y1, Y0, Y0
+	VMOVUPD Y0, 32(AX)
+	VMOVUPD 64(DX), Y1
+	VMOVUPD 64(CX), Y0
+	VMULPD  Y1, Y0, Y0
+	VMOVUPD Y0, 64(AX)
+	VMOVUPD 96(DX), Y1
+	VMOVUPD 96(CX), Y0
+	VMULPD  Y1, Y0, Y0
+	VMOVUPD Y0, 96(AX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000010, BX
+	JMP     prodFloat64ToAVX2_unrolled
+
+prodFloat64ToAVX2_unrolled_end:
+prodFloat64ToAVX2_single:
+	CMPQ    BX, $0x00000004
+	JL      prodFloat64ToAVX2_single_end
+	VMOVUPD (DX), Y1
+	VMOVUPD (CX), Y0
+	VMULPD  Y1, Y0, Y0
+	VMOVUPD Y0, (AX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000004, BX
+	JMP     prodFloat64ToAVX2_single
+
+prodFloat64ToAVX2_single_end:
+prodFloat64ToAVX2_tail:
+	CMPQ   BX, $0x00
+	JE     prodFloat64ToAVX2_done
+	VMOVSD (DX), X1
+	VMOVSD (CX), X0
+	VMULSD X1, X0, X0
+	VMOVSD X0, (AX)
+	ADDQ   $0x00000008, DX
+	ADDQ   $0x00000008, CX
+	ADDQ   $0x00000008, AX
+	DECQ   BX
+	JMP    prodFloat64ToAVX2_tail
+
+prodFloat64ToAVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodFloat64ToAVX512(dst *float64, a *float64, b *float64, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·prodFloat64ToAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+prodFloat64ToAVX512_unrolled:
+	CMPQ    BX, $0x00000020
+	JL      prodFloat64ToAVX512_unrolled_end
+	VMOVUPD (DX), Z1
+	VMOVUPD (CX), Z0
+	VMULPD  Z1, Z0, Z0
+	VMOVUPD Z0, (AX)
+	VMOVUPD 64(DX), Z1
+	VMOVUPD 64(CX), Z0
+	VMULPD  Z1, Z0, Z0
+	VMOVUPD Z0, 64(AX)
+	VMOVUPD 128(DX), Z1
+	VMOVUPD 128(CX), Z0
+	VMULPD  Z1, Z0, Z0
+	VMOVUPD Z0, 128(AX)
+	VMOVUPD 192(DX), Z1
+	VMOVUPD 192(CX), Z0
+	VMULPD  Z1, Z0, Z0
+	VMOVUPD Z0, 192(AX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000020, BX
+	JMP     prodFloat64ToAVX512_unrolled
+
+prodFloat64ToAVX512_unrolled_end:
+prodFloat64ToAVX512_single:
+	CMPQ    BX, $0x00000008
+	JL      prodFloat64ToAVX512_single_end
+	VMOVUPD (DX), Z1
+	VMOVUPD (CX), Z0
+	VMULPD  Z1, Z0, Z0
+	VMOVUPD Z0, (AX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000008, BX
+	JMP     prodFloat64ToAVX512_single
+
+prodFloat64ToAVX512_single_end:
+	CMPQ BX, $0x00
+	JE   prodFloat64ToAVX512_done
+
+	// Mask of the n < lanes remaining elements: the low n bits.
+	MOVQ      $-1, SI
+	BZHIQ     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPD.Z (DX), K1, Z1
+	VMOVUPD.Z (CX), K1, Z0
+	VMULPD    Z1, Z0, Z0
+	VMOVUPD   Z0, K1, (AX)
+
+prodFloat64ToAVX512_done:
+	VZEROUPPER
+	RET
+
+// func minFloat64ToAVX2(dst *float64, a *float64, b *float64, n int)
+// Requires: AVX
+TEXT ·minFloat64ToAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+minFloat64ToAVX2_unrolled:
+	CMPQ    BX, $0x00000010
+	JL      minFloat64ToAVX2_unrolled_end
+	VMOVUPD (DX), Y1
+	VMOVUPD (CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMINPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, (AX)
+	VMOVUPD 32(DX), Y1
+	VMOVUPD 32(CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMINPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, 32(AX)
+	VMOVUPD 64(DX), Y1
+	VMOVUPD 64(CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMINPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, 64(AX)
+	VMOVUPD 96(DX), Y1
+	VMOVUPD 96(CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMINPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, 96(AX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000010, BX
+	JMP     minFloat64ToAVX2_unrolled
+
+minFloat64ToAVX2_unrolled_end:
+minFloat64ToAVX2_single:
+	CMPQ    BX, $0x00000004
+	JL      minFloat64ToAVX2_single_end
+	VMOVUPD (DX), Y1
+	VMOVUPD (CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMINPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, (AX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000004, BX
+	JMP     minFloat64ToAVX2_single
+
+minFloat64ToAVX2_single_end:
+minFloat64ToAVX2_tail:
+	CMPQ   BX, $0x00
+	JE     minFloat64ToAVX2_done
+	VMOVSD (DX), X1
+	VMOVSD (CX), X0
+	VCMPSD $0x03, X1, X0, X2
+	VMINSD X1, X0, X0
+	VORPD  X2, X0, X0
+	VMOVSD X0, (AX)
+	ADDQ   $0x00000008, DX
+	ADDQ   $0x00000008, CX
+	ADDQ   $0x00000008, AX
+	DECQ   BX
+	JMP    minFloat64ToAVX2_tail
+
+minFloat64ToAVX2_done:
+	VZEROUPPER
+	RET
+
+// func minFloat64ToAVX512(dst *float64, a *float64, b *float64, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·minFloat64ToAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+minFloat64ToAVX512_unrolled:
+	CMPQ    BX, $0x00000020
+	JL      minFloat64ToAVX512_unrolled_end
+	VMOVUPD (DX), Z1
+	VMOVUPD (CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMINPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, (AX)
+	VMOVUPD 64(DX), Z1
+	VMOVUPD 64(CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMINPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, 64(AX)
+	VMOVUPD 128(DX), Z1
+	VMOVUPD 128(CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMINPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, 128(AX)
+	VMOVUPD 192(DX), Z1
+	VMOVUPD 192(CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMINPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, 192(AX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000020, BX
+	JMP     minFloat64ToAVX512_unrolled
+
+minFloat64ToAVX512_unrolled_end:
+minFloat64ToAVX512_single:
+	CMPQ    BX, $0x00000008
+	JL      minFloat64ToAVX512_single_end
+	VMOVUPD (DX), Z1
+	VMOVUPD (CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMINPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, (AX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000008, BX
+	JMP     minFloat64ToAVX512_single
+
+minFloat64ToAVX512_single_end:
+	CMPQ BX, $0x00
+	JE   minFloat64ToAVX512_done
+
+	// Mask of the n < lanes remaining elements: the low n bits.
+	MOVQ      $-1, SI
+	BZHIQ     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPD.Z (DX), K1, Z1
+	VMOVUPD.Z (CX), K1, Z0
+	VCMPPD    $0x03, Z1, Z0, K2
+	VMINPD    Z1, Z0, Z2
+	VADDPD    Z1, Z0, K2, Z2
+	VMOVUPD   Z2, K1, (AX)
+
+minFloat64ToAVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat64ToAVX2(dst *float64, a *float64, b *float64, n int)
+// Requires: AVX
+TEXT ·maxFloat64ToAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+maxFloat64ToAVX2_unrolled:
+	CMPQ    BX, $0x00000010
+	JL      maxFloat64ToAVX2_unrolled_end
+	VMOVUPD (DX), Y1
+	VMOVUPD (CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMAXPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, (AX)
+	VMOVUPD 32(DX), Y1
+	VMOVUPD 32(CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMAXPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, 32(AX)
+	VMOVUPD 64(DX), Y1
+	VMOVUPD 64(CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMAXPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, 64(AX)
+	VMOVUPD 96(DX), Y1
+	VMOVUPD 96(CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMAXPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, 96(AX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000010, BX
+	JMP     maxFloat64ToAVX2_unrolled
+
+maxFloat64ToAVX2_unrolled_end:
+maxFloat64ToAVX2_single:
+	CMPQ    BX, $0x00000004
+	JL      maxFloat64ToAVX2_single_end
+	VMOVUPD (DX), Y1
+	VMOVUPD (CX), Y0
+	VCMPPD  $0x03, Y1, Y0, Y2
+	VMAXPD  Y1, Y0, Y0
+	VORPD   Y2, Y0, Y0
+	VMOVUPD Y0, (AX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000004, BX
+	JMP     maxFloat64ToAVX2_single
+
+maxFloat64ToAVX2_single_end:
+maxFloat64ToAVX2_tail:
+	CMPQ   BX, $0x00
+	JE     maxFloat64ToAVX2_done
+	VMOVSD (DX), X1
+	VMOVSD (CX), X0
+	VCMPSD $0x03, X1, X0, X2
+	VMAXSD X1, X0, X0
+	VORPD  X2, X0, X0
+	VMOVSD X0, (AX)
+	ADDQ   $0x00000008, DX
+	ADDQ   $0x00000008, CX
+	ADDQ   $0x00000008, AX
+	DECQ   BX
+	JMP    maxFloat64ToAVX2_tail
+
+maxFloat64ToAVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat64ToAVX512(dst *float64, a *float64, b *float64, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·maxFloat64ToAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), BX
+
+maxFloat64ToAVX512_unrolled:
+	CMPQ    BX, $0x00000020
+	JL      maxFloat64ToAVX512_unrolled_end
+	VMOVUPD (DX), Z1
+	VMOVUPD (CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMAXPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, (AX)
+	VMOVUPD 64(DX), Z1
+	VMOVUPD 64(CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMAXPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, 64(AX)
+	VMOVUPD 128(DX), Z1
+	VMOVUPD 128(CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMAXPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, 128(AX)
+	VMOVUPD 192(DX), Z1
+	VMOVUPD 192(CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMAXPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, 192(AX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000020, BX
+	JMP     maxFloat64ToAVX512_unrolled
+
+maxFloat64ToAVX512_unrolled_end:
+maxFloat64ToAVX512_single:
+	CMPQ    BX, $0x00000008
+	JL      maxFloat64ToAVX512_single_end
+	VMOVUPD (DX), Z1
+	VMOVUPD (CX), Z0
+	VCMPPD  $0x03, Z1, Z0, K1
+	VMAXPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, K1, Z2
+	VMOVUPD Z2, (AX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000008, BX
+	JMP     maxFloat64ToAVX512_single
+
+maxFloat64ToAVX512_single_end:
+	CMPQ BX, $0x00
+	JE   maxFloat64ToAVX512_done
+
+	// Mask of the n < lanes remaining elements: the low n bits.
+	MOVQ      $-1, SI
+	BZHIQ     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPD.Z (DX), K1, Z1
+	VMOVUPD.Z (CX), K1, Z0
+	VCMPPD    $0x03, Z1, Z0, K2
+	VMAXPD    Z1, Z0, Z2
+	VADDPD    Z1, Z0, K2, Z2
+	VMOVUPD   Z2, K1, (AX)
+
+maxFloat64ToAVX512_done:
 	VZEROUPPER
 	RET
 

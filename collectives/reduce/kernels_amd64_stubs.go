@@ -44,6 +44,46 @@ func maxFloat32AVX2(dst *float32, src *float32, n int)
 //go:noescape
 func maxFloat32AVX512(dst *float32, src *float32, n int)
 
+// sumFloat32ToAVX2 sets dst[i] = a[i] + b[i] for i < n (AVX2; NaN in, NaN out).
+//
+//go:noescape
+func sumFloat32ToAVX2(dst *float32, a *float32, b *float32, n int)
+
+// sumFloat32ToAVX512 sets dst[i] = a[i] + b[i] for i < n (AVX-512F, BMI2; NaN in, NaN out).
+//
+//go:noescape
+func sumFloat32ToAVX512(dst *float32, a *float32, b *float32, n int)
+
+// prodFloat32ToAVX2 sets dst[i] = a[i] * b[i] for i < n (AVX2; NaN in, NaN out).
+//
+//go:noescape
+func prodFloat32ToAVX2(dst *float32, a *float32, b *float32, n int)
+
+// prodFloat32ToAVX512 sets dst[i] = a[i] * b[i] for i < n (AVX-512F, BMI2; NaN in, NaN out).
+//
+//go:noescape
+func prodFloat32ToAVX512(dst *float32, a *float32, b *float32, n int)
+
+// minFloat32ToAVX2 sets dst[i] = min(a[i], b[i]) for i < n (AVX2; NaN in, NaN out).
+//
+//go:noescape
+func minFloat32ToAVX2(dst *float32, a *float32, b *float32, n int)
+
+// minFloat32ToAVX512 sets dst[i] = min(a[i], b[i]) for i < n (AVX-512F, BMI2; NaN in, NaN out).
+//
+//go:noescape
+func minFloat32ToAVX512(dst *float32, a *float32, b *float32, n int)
+
+// maxFloat32ToAVX2 sets dst[i] = max(a[i], b[i]) for i < n (AVX2; NaN in, NaN out).
+//
+//go:noescape
+func maxFloat32ToAVX2(dst *float32, a *float32, b *float32, n int)
+
+// maxFloat32ToAVX512 sets dst[i] = max(a[i], b[i]) for i < n (AVX-512F, BMI2; NaN in, NaN out).
+//
+//go:noescape
+func maxFloat32ToAVX512(dst *float32, a *float32, b *float32, n int)
+
 // sumFloat64AVX2 sets dst[i] = dst[i] + src[i] for i < n (AVX2; NaN in, NaN out).
 //
 //go:noescape
@@ -83,6 +123,46 @@ func maxFloat64AVX2(dst *float64, src *float64, n int)
 //
 //go:noescape
 func maxFloat64AVX512(dst *float64, src *float64, n int)
+
+// sumFloat64ToAVX2 sets dst[i] = a[i] + b[i] for i < n (AVX2; NaN in, NaN out).
+//
+//go:noescape
+func sumFloat64ToAVX2(dst *float64, a *float64, b *float64, n int)
+
+// sumFloat64ToAVX512 sets dst[i] = a[i] + b[i] for i < n (AVX-512F, BMI2; NaN in, NaN out).
+//
+//go:noescape
+func sumFloat64ToAVX512(dst *float64, a *float64, b *float64, n int)
+
+// prodFloat64ToAVX2 sets dst[i] = a[i] * b[i] for i < n (AVX2; NaN in, NaN out).
+//
+//go:noescape
+func prodFloat64ToAVX2(dst *float64, a *float64, b *float64, n int)
+
+// prodFloat64ToAVX512 sets dst[i] = a[i] * b[i] for i < n (AVX-512F, BMI2; NaN in, NaN out).
+//
+//go:noescape
+func prodFloat64ToAVX512(dst *float64, a *float64, b *float64, n int)
+
+// minFloat64ToAVX2 sets dst[i] = min(a[i], b[i]) for i < n (AVX2; NaN in, NaN out).
+//
+//go:noescape
+func minFloat64ToAVX2(dst *float64, a *float64, b *float64, n int)
+
+// minFloat64ToAVX512 sets dst[i] = min(a[i], b[i]) for i < n (AVX-512F, BMI2; NaN in, NaN out).
+//
+//go:noescape
+func minFloat64ToAVX512(dst *float64, a *float64, b *float64, n int)
+
+// maxFloat64ToAVX2 sets dst[i] = max(a[i], b[i]) for i < n (AVX2; NaN in, NaN out).
+//
+//go:noescape
+func maxFloat64ToAVX2(dst *float64, a *float64, b *float64, n int)
+
+// maxFloat64ToAVX512 sets dst[i] = max(a[i], b[i]) for i < n (AVX-512F, BMI2; NaN in, NaN out).
+//
+//go:noescape
+func maxFloat64ToAVX512(dst *float64, a *float64, b *float64, n int)
 
 // widenFloat16F16C widens n&^7 float16 bits from src to float32 in dst, exactly (F16C, AVX).
 //

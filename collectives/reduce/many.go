@@ -44,11 +44,15 @@ func Many(op Op, dt gpu.DType, dst []byte, srcs ...[]byte) error {
 	inPlace := Overlap(dst, srcs[0]) == Identical
 	for off := 0; off < len(dst); off += manyBlock {
 		end := min(off+manyBlock, len(dst))
-		d := dst[off:end]
-		if !inPlace {
+		d, rest := dst[off:end], srcs[1:]
+		switch {
+		case inPlace:
+		case len(srcs) > 1 && toBytes(op, dt, d, srcs[0][off:end], srcs[1][off:end]):
+			rest = srcs[2:] // the first two in one pass
+		default:
 			copy(d, srcs[0][off:end])
 		}
-		for _, s := range srcs[1:] {
+		for _, s := range rest {
 			intoBytes(op, dt, d, s[off:end])
 		}
 	}

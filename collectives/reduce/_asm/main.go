@@ -12,9 +12,11 @@ import (
 func main() {
 	ConstraintExpr("amd64,!purego")
 	for _, e := range elems {
-		for _, op := range ops {
-			floatAVX2(e, op)
-			floatAVX512(e, op)
+		for _, f := range []form{{}, {to: true}} {
+			for _, op := range ops {
+				floatAVX2(e, op, f)
+				floatAVX512(e, op, f)
+			}
 		}
 	}
 	halfKernels()
