@@ -8,6 +8,9 @@
 // bfloat16 are widened to float32, computed, and rounded once per element
 // (per call for Into, per element over all inputs for Many).
 //
+// Many writes its first two float32 or float64 sources into dst in one
+// pass (dst[i] = s0[i] op s1[i]) rather than copying s0 and folding s1 in.
+//
 // On amd64 float32 and float64 run through AVX-512 or AVX2 assembly, and
 // the float16/bfloat16 conversions through F16C/AVX2 assembly, all
 // generated with avo (see _asm, a module of its own; `go generate`), chosen
