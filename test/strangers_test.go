@@ -28,8 +28,11 @@ import (
 // hellos with the right secret from a rank of another run and from a
 // second process claiming a rank that is taken. The garbage, the wrong
 // secret and the replay are refused at the connection's handshake (the
-// rank logs the wrong proofs: "authentication failed"), the hellos with a
-// Refused answer; no rank dies, and every collective completes correctly.
+// rank logs the wrong proofs: "authentication failed"), the other run's
+// hello with a Refused answer, and the claim on a taken rank is kept
+// waiting (a roster of group 0: it would take the rank only if the group
+// lost it and grew back) without displacing the rank; no rank dies, and
+// every collective completes correctly.
 func TestStrangersRefused(t *testing.T) {
 	c := newCluster(t, 2, "auto")
 	ranks := c.startAll("--verbose", "check", "soak", "--size", "1MiB", "--iters", "1500") // long enough to outlast the attacks
@@ -56,9 +59,16 @@ func TestStrangersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	answers := make(chan *wire.Refused, 4)
+	waits := make(chan *wire.Roster, 16)
 	_, err = rt.ActorSystem().Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
-		if m, ok := ctx.Message().(*wire.Refused); ok {
+		switch m := ctx.Message().(type) {
+		case *wire.Refused:
 			answers <- m
+		case *wire.Roster:
+			select {
+			case waits <- m:
+			default:
+			}
 		}
 	}), cluster.Name)
 	if err != nil {
@@ -81,14 +91,24 @@ func TestStrangersRefused(t *testing.T) {
 	me := rem.Address()
 	stale := &wire.Hello{Rank: 1, Size: 2, ControlAddr: me, Run: "an older run", Version: cluster.Version, Pid: 1}
 	taken := &wire.Hello{Rank: 1, Size: 2, ControlAddr: me, Run: run, Version: cluster.Version, Pid: 1}
-	for _, h := range []*wire.Hello{stale, taken} {
-		rt.ActorSystem().Root.Send(rank0, h)
-		select {
-		case m := <-answers:
-			t.Logf("refused: %s", m.GetReason())
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no Refused answer to %v", h)
+	rt.ActorSystem().Root.Send(rank0, stale)
+	select {
+	case m := <-answers:
+		t.Logf("refused: %s", m.GetReason())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no Refused answer to %v", stale)
+	}
+	rt.ActorSystem().Root.Send(rank0, taken)
+	select {
+	case m := <-waits:
+		if m.GetGroup() != 0 || len(m.GetMembers()) != 2 || m.GetMembers()[1].GetControlAddr() != "" || m.GetMembers()[1].GetDataAddr() != "" {
+			t.Fatalf("the claim on a taken rank got roster %v, want one of group 0 (wait) naming the 2 members' ranks alone", m)
 		}
+		t.Logf("the claim on a taken rank waits: %v", m)
+	case m := <-answers:
+		t.Fatalf("the claim on a taken rank was refused (%s), want it kept waiting", m.GetReason())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no answer to %v", taken)
 	}
 
 	// rank 0's connection to the stranger (its handshake and the Refused

@@ -43,8 +43,9 @@ func (s *nodeState) growthOf() *growth {
 
 // waitToRejoin handles, on rank 0 once the roster is out, a hello from a
 // process that does not hold its rank: it waits to take that rank when the
-// members grow the group back (their GrowAsk), and is told who is there
-// meanwhile (a roster of group 0), as a rank waiting at the start is.
+// members grow the group back (their GrowAsk), and is told which ranks are
+// there meanwhile (a roster of group 0 with their ranks alone: how to
+// reach them it learns only with the grown group's roster).
 func (a *nodeActor) waitToRejoin(c actor.Context, h *wire.Hello, from *actor.PID) {
 	if err := a.gather.check(h); err != nil {
 		a.log.Warn("hello refused", zap.Uint32("peer_rank", h.GetRank()), zap.String("from", h.GetControlAddr()), zap.Error(err))
@@ -62,7 +63,10 @@ func (a *nodeActor) waitToRejoin(c actor.Context, h *wire.Hello, from *actor.PID
 			zap.String("from", h.GetControlAddr()), zap.Int32("pid", h.GetPid()))
 	}
 	gr.joiners[r] = h
-	progress := &wire.Roster{Version: Version, Members: a.done.GetMembers()}
+	progress := &wire.Roster{Version: Version} // the ranks there, nothing of how to reach them
+	for _, m := range a.done.GetMembers() {
+		progress.Members = append(progress.Members, &wire.Member{Rank: m.GetRank()})
+	}
 	c.Send(from, progress)
 }
 

@@ -46,7 +46,11 @@ const mismatchWait = 3 * time.Second
 // The whole is bounded by ctx and cfg.Timeout; a rendezvous that does not
 // complete fails with ErrTimeout naming the ranks missing, and a rank that
 // disagrees with rank 0 (world size, run, protocol version, a rank taken
-// twice) with ErrMismatch. Some failures come at once instead: a rank
+// twice during the rendezvous) with ErrMismatch; a process that asks for a
+// rank of a group formed already waits to take it when the members grow
+// the group back (collectives.Group.Grow: the rank was lost and the group
+// lacks it), and fails with ErrTimeout saying so when they do not. Some
+// failures come at once instead: a rank
 // whose secret differs from rank 0's fails within a second, its error
 // wrapping ErrAuth ("authentication failed"); ranks that
 // name different transports all fail with ErrMismatch naming each rank's,
