@@ -15,7 +15,7 @@ import (
 // and Grow make from them keep it; a group without one does not grow.
 type Rejoiner interface {
 	// Rejoin is called by Grow on every member of a group, the same
-	// Standing on each but Rank. When a process waits to take every
+	// Standing on each. When a process waits to take every
 	// world rank the members lack, it returns the new group of the whole
 	// world at Epoch+1, over a transport of its own (made with
 	// WithEpoch, WithName(s.Base) and WithRejoiner); otherwise nil and
@@ -25,14 +25,13 @@ type Rejoiner interface {
 
 // Standing is where a group stands when it asks to grow: its epoch, how
 // many times it asked before (Ask, from 0: the members' n-th asks are one
-// ask), its members' world ranks (Group.Members), this rank in it, and
-// the name its world's first group had (Base: the grown group's name is
-// Base and its epoch).
+// ask), its members' world ranks (Group.Members), and the name its
+// world's first group had (Base: the grown group's name is Base and its
+// epoch).
 type Standing struct {
 	Epoch   uint64
 	Ask     uint64
 	Members []int
-	Rank    int
 	Base    string
 }
 
@@ -93,11 +92,7 @@ func (g *Group) Grow(ctx context.Context) (*Group, error) {
 		return nil, fmt.Errorf("%s: waiting for the calls queued before: %w", where, err)
 	}
 	t0 := time.Now()
-	base := g.base
-	if base == "" {
-		base = g.cfg.name
-	}
-	ng, err := r.Rejoin(ctx, Standing{Epoch: g.epoch, Ask: ask, Members: g.Members(), Rank: g.Rank(), Base: base})
+	ng, err := r.Rejoin(ctx, Standing{Epoch: g.epoch, Ask: ask, Members: g.Members(), Base: g.baseName()})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}

@@ -146,10 +146,7 @@ func (g *Group) successor(epoch uint64, survivors []int) (*Group, error) {
 	for i, r := range survivors {
 		members[i] = g.members[r]
 	}
-	base := g.base
-	if base == "" {
-		base = g.cfg.name
-	}
+	base := g.baseName()
 	cfg := g.cfg
 	cfg.hosts = hostsOf(g.cfg.hosts, survivors)
 	cfg.name = fmt.Sprintf("%s/epoch-%d", base, epoch)
@@ -170,6 +167,15 @@ func (g *Group) successor(epoch uint64, survivors []int) (*Group, error) {
 		return nil, fmt.Errorf("the group was closed while shrinking: %w", ErrClosed)
 	}
 	return ng, nil
+}
+
+// baseName is the name of the first group of g's world, which the names
+// of its later epochs extend.
+func (g *Group) baseName() string {
+	if g.base != "" {
+		return g.base
+	}
+	return g.cfg.name
 }
 
 // epochTransport is a shrunk group's view of its world's transport: a

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,45 +24,78 @@ import (
 func TestGrowAcrossProcesses(t *testing.T) {
 	for _, carrier := range []string{"tcp", "shm"} {
 		t.Run(carrier, func(t *testing.T) {
-			outs, procs, plans := startShrinkRanks(t, carrier, 0, 5, true)
-			killed := time.Now()
-			if err := procs[shrinkVictim].Kill(); err != nil {
-				t.Fatal(err)
-			}
-			_, _ = procs[shrinkVictim].Wait()
-			_, lines := startChild(t, "TestShrinkRankProcess", envShrinkRank, plans[shrinkVictim])
-			back := collect(lines)
-			if !back.await("DONE", 1, 2*time.Minute) {
-				for r, o := range outs {
-					t.Logf("rank %d:\n%s", r, o.text())
-				}
-				t.Fatalf("the replacement did not finish:\n%s", back.text())
-			}
-			if rj := back.first("REJOINED "); rj == nil || rj[0] != "2" || rj[1] != "4" {
-				t.Fatalf("the replacement: want REJOINED 2 4:\n%s", back.text())
-			}
-			var shrunk, grown []time.Duration
-			for r, o := range outs {
-				if r == shrinkVictim {
-					continue
-				}
-				if !o.await("DONE", 1, 2*time.Minute) {
-					t.Fatalf("rank %d did not finish:\n%s", r, o.text())
-				}
-				sh, gr := o.first("SHRUNK "), o.first("GROWN ")
-				if sh == nil || sh[0] != "1" || sh[1] != "3" {
-					t.Fatalf("rank %d: want SHRUNK 1 3:\n%s", r, o.text())
-				}
-				if gr == nil || gr[0] != "2" || gr[1] != "4" || strings.Join(gr[3:], " ") != "[0 1 2 3]" {
-					t.Fatalf("rank %d: want GROWN 2 4 <ns> [0 1 2 3]:\n%s", r, o.text())
-				}
-				shrunk = append(shrunk, sinceKill(t, killed, sh[2]))
-				grown = append(grown, sinceKill(t, killed, gr[2]))
-			}
+			shrunk, grown := growBack(t, carrier, 0)
 			t.Logf("%s: from the kill to the shrunk group %v, to the grown group of 4 %v (slowest %v)",
 				carrier, shrunk, grown, slices.Max(grown))
 		})
 	}
+}
+
+// TestGrowWaitsForAStalledSurvivor: the false-positive twin of growing
+// back: a survivor stopped (SIGSTOP) for 2 s, well inside the peer
+// timeout, right after the kill is alive, and no clock leaves it out:
+// the others wait for its Shrink and its Grow, and the 4 ranks, it
+// included, go on at epoch 2.
+func TestGrowWaitsForAStalledSurvivor(t *testing.T) {
+	shrunk, grown := growBack(t, "tcp", 2*time.Second)
+	t.Logf("rank 1 stopped 2 s after the kill: from the kill to the shrunk group %v, to the grown group of 4 %v",
+		shrunk, grown)
+}
+
+// growBack starts 4 rank processes linked by carrier that call Grow once
+// shrunk, kills one, stops rank 1 for stall (none if 0), starts a
+// replacement for the killed rank, and checks that every survivor shrank
+// to epoch 1 and grew back to the 4 ranks at epoch 2, the replacement
+// joining there, all finishing; it returns, per survivor, the times from
+// the kill to its shrunk and its grown group.
+func growBack(t *testing.T, carrier string, stall time.Duration) (shrunk, grown []time.Duration) {
+	t.Helper()
+	outs, procs, plans := startShrinkRanks(t, carrier, 0, 5, true)
+	killed := time.Now()
+	if err := procs[shrinkVictim].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = procs[shrinkVictim].Wait()
+	if stall > 0 {
+		if err := procs[1].Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		resume := time.AfterFunc(stall, func() { _ = procs[1].Signal(syscall.SIGCONT) })
+		t.Cleanup(func() {
+			if resume.Stop() {
+				_ = procs[1].Signal(syscall.SIGCONT)
+			}
+		})
+	}
+	_, lines := startChild(t, "TestShrinkRankProcess", envShrinkRank, plans[shrinkVictim])
+	back := collect(lines)
+	if !back.await("DONE", 1, 2*time.Minute) {
+		for r, o := range outs {
+			t.Logf("rank %d:\n%s", r, o.text())
+		}
+		t.Fatalf("the replacement did not finish:\n%s", back.text())
+	}
+	if rj := back.first("REJOINED "); rj == nil || rj[0] != "2" || rj[1] != "4" {
+		t.Fatalf("the replacement: want REJOINED 2 4:\n%s", back.text())
+	}
+	for r, o := range outs {
+		if r == shrinkVictim {
+			continue
+		}
+		if !o.await("DONE", 1, 2*time.Minute) {
+			t.Fatalf("rank %d did not finish:\n%s", r, o.text())
+		}
+		sh, gr := o.first("SHRUNK "), o.first("GROWN ")
+		if sh == nil || sh[0] != "1" || sh[1] != "3" {
+			t.Fatalf("rank %d: want SHRUNK 1 3:\n%s", r, o.text())
+		}
+		if gr == nil || gr[0] != "2" || gr[1] != "4" || strings.Join(gr[3:], " ") != "[0 1 2 3]" {
+			t.Fatalf("rank %d: want GROWN 2 4 <ns> [0 1 2 3]:\n%s", r, o.text())
+		}
+		shrunk = append(shrunk, sinceKill(t, killed, sh[2]))
+		grown = append(grown, sinceKill(t, killed, gr[2]))
+	}
+	return shrunk, grown
 }
 
 // TestGrowWithNothingLost: Grow's twin: 4 rank processes call Grow before

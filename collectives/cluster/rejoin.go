@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/choreo-gpu/choreo/actors"
 	"github.com/choreo-gpu/choreo/collectives"
+	"github.com/choreo-gpu/choreo/collectives/transport"
 	"github.com/choreo-gpu/choreo/internal/errs"
 	"github.com/choreo-gpu/choreo/wire"
 )
@@ -129,11 +129,7 @@ func (n *Node) grow(ctx context.Context, ask *wire.GrowAsk) (*wire.GrowAnswer, e
 			return r.ans, r.err
 		case <-again.C:
 		case <-ctx.Done():
-			cause := ctx.Err()
-			if errors.Is(cause, context.DeadlineExceeded) {
-				cause = fmt.Errorf("%w: %w", errs.ErrTimeout, cause)
-			}
-			return nil, fmt.Errorf("no answer from rank 0 at %s: %w", n.spec.Coordinator, cause)
+			return nil, fmt.Errorf("no answer from rank 0 at %s: %w", n.spec.Coordinator, transport.CtxError(ctx))
 		}
 	}
 }
