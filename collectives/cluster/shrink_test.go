@@ -135,6 +135,12 @@ func TestShrinkRankProcess(t *testing.T) {
 		t.Fatalf("rank %d: the last barrier: %v", me, err)
 	}
 	fmt.Println("DONE")
+	// Linger before the connections close: a rank whose barrier ended may
+	// still owe a peer its last message, and a process that exits with
+	// unread bytes (a peer's heartbeat) resets its connections, which can
+	// lose that message on a loaded machine. The parent kills this process
+	// once every rank said DONE.
+	time.Sleep(5 * time.Second)
 }
 
 // shrinkStep all-reduces world rank me's values on g and checks the sum
